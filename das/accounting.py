@@ -35,10 +35,14 @@ class Budget:
         _check_shares("budget.geolevels", self.level_shares)
         missing = set(self.level_shares) - set(self.query_shares)
         if missing:
-            raise UserError(f"budget.queries has no entry for level(s) {sorted(missing)}: every level needs its query shares")
+            raise UserError(
+                f"budget.queries has no entry for level(s) {sorted(missing)}: every level needs its query shares"
+            )
         extra = set(self.query_shares) - set(self.level_shares)
         if extra:
-            raise UserError(f"budget.queries names level(s) {sorted(extra)} that have no budget.geolevels share")
+            raise UserError(
+                f"budget.queries names level(s) {sorted(extra)} that have no budget.geolevels share"
+            )
         for level, shares in self.query_shares.items():
             _check_shares(f"budget.queries.{level}", shares)
 
@@ -54,8 +58,10 @@ class Budget:
 
     def total_rho(self) -> Fraction:
         """Sum over levels and queries; equals ``rho`` exactly when the shares are valid."""
-        return sum((self.query_rho(lv, q) for lv in self.query_shares for q in self.query_shares[lv]),
-                   start=Fraction(0))
+        return sum(
+            (self.query_rho(lv, q) for lv in self.query_shares for q in self.query_shares[lv]),
+            start=Fraction(0),
+        )
 
 
 def _check_shares(where: str, shares: Mapping[str, Fraction]) -> None:
@@ -63,10 +69,14 @@ def _check_shares(where: str, shares: Mapping[str, Fraction]) -> None:
         raise UserError(f"{where}: no shares given")
     for key, share in shares.items():
         if share <= 0:
-            raise UserError(f"{where}.{key}: a share must be positive (omit the entry instead), got {share}")
+            raise UserError(
+                f"{where}.{key}: a share must be positive (omit the entry instead), got {share}"
+            )
     total = sum(shares.values(), start=Fraction(0))
     if total != 1:
-        raise UserError(f"{where}: shares must sum to exactly 1, they sum to {total} ({float(total):.6g})")
+        raise UserError(
+            f"{where}: shares must sum to exactly 1, they sum to {total} ({float(total):.6g})"
+        )
 
 
 # ---- rho-zCDP -> (epsilon, delta) ---------------------------------------------------------
@@ -83,8 +93,11 @@ def cks_delta(rho: float, epsilon: float) -> float:
         return 0.0
 
     def log_delta(alpha: float) -> float:
-        return ((alpha - 1) * (alpha * rho - epsilon) + alpha * math.log1p(-1 / alpha)
-                - math.log(alpha - 1))
+        return (
+            (alpha - 1) * (alpha * rho - epsilon)
+            + alpha * math.log1p(-1 / alpha)
+            - math.log(alpha - 1)
+        )
 
     lo, hi = math.log(1 + 1e-9), math.log(max(2.0, 4 * (epsilon + 1) / rho + 2))
     g = (math.sqrt(5) - 1) / 2

@@ -32,8 +32,13 @@ ROUNDERS = ("highs",)
 
 
 class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True,
-                              arbitrary_types_allowed=True, populate_by_name=True)
+    model_config = ConfigDict(
+        extra="forbid",
+        frozen=True,
+        strict=True,
+        arbitrary_types_allowed=True,
+        populate_by_name=True,
+    )
 
 
 class RunSection(_Section):
@@ -179,9 +184,13 @@ def _derive(file: ConfigFile, origin: str) -> Config:
             "must come from the operating system's secure generator and no seed may exist"
         )
     if file.postprocess.solver not in SOLVERS:
-        raise UserError(f"postprocess.solver: unknown solver {file.postprocess.solver!r}; allowed: {', '.join(SOLVERS)}")
+        raise UserError(
+            f"postprocess.solver: unknown solver {file.postprocess.solver!r}; allowed: {', '.join(SOLVERS)}"
+        )
     if file.postprocess.rounder not in ROUNDERS:
-        raise UserError(f"postprocess.rounder: unknown rounder {file.postprocess.rounder!r}; allowed: {', '.join(ROUNDERS)}")
+        raise UserError(
+            f"postprocess.rounder: unknown rounder {file.postprocess.rounder!r}; allowed: {', '.join(ROUNDERS)}"
+        )
     schema_ref = file.run.schema_name
     if schema_ref.endswith(".toml") and not Path(schema_ref).is_absolute():
         schema_ref = str(Path(origin).parent / schema_ref)
@@ -192,16 +201,30 @@ def _derive(file: ConfigFile, origin: str) -> Config:
             f"budget.geolevels must give a share for exactly the levels {geography.names}, "
             f"got {sorted(file.budget.geolevels)}"
         )
-    budget = Budget(rho=file.budget.rho, delta=file.budget.delta,
-                    level_shares=dict(file.budget.geolevels), query_shares=file.budget.queries)
-    queries = {level: _level_queries(schema, level, shares)
-               for level, shares in file.budget.queries.items()}
+    queries = {
+        level: _level_queries(schema, level, shares)
+        for level, shares in file.budget.queries.items()
+    }
+    budget = Budget(
+        rho=file.budget.rho,
+        delta=file.budget.delta,
+        level_shares=dict(file.budget.geolevels),
+        query_shares=file.budget.queries,
+    )
     passes = _passes(file.strategy.passes, queries)
     invariant_level = file.strategy.invariants.get("total")
     if invariant_level is not None:
         geography.level(invariant_level)
-    return Config(path=origin, file=file, schema=schema, geography=geography, budget=budget,
-                  queries=queries, passes=passes, total_invariant_level=invariant_level)
+    return Config(
+        path=origin,
+        file=file,
+        schema=schema,
+        geography=geography,
+        budget=budget,
+        queries=queries,
+        passes=passes,
+        total_invariant_level=invariant_level,
+    )
 
 
 def _level_queries(schema: Schema, level: str, shares: Mapping[str, Fraction]) -> tuple[Query, ...]:
@@ -215,12 +238,16 @@ def _level_queries(schema: Schema, level: str, shares: Mapping[str, Fraction]) -
             raise UserError(f"budget.queries.{level}.{name}: write this query as {query.name!r}")
         column_sums = np.asarray(query.matrix.sum(axis=0)).ravel()
         if not np.all(column_sums == 1):
-            raise UserError(f"budget.queries.{level}.{name}: the query does not partition the cells")
+            raise UserError(
+                f"budget.queries.{level}.{name}: the query does not partition the cells"
+            )
         built.append(query)
     return tuple(built)
 
 
-def _passes(passes: list[list[str]], queries: Mapping[str, tuple[Query, ...]]) -> tuple[tuple[str, ...], ...]:
+def _passes(
+    passes: list[list[str]], queries: Mapping[str, tuple[Query, ...]]
+) -> tuple[tuple[str, ...], ...]:
     flat = [q for p in passes for q in p]
     if len(set(flat)) != len(flat):
         raise UserError(f"strategy.passes: a query appears in more than one pass: {passes}")

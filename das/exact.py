@@ -35,14 +35,14 @@ def parse_fraction(value: object) -> Fraction:
     if isinstance(value, str):
         text = value.strip()
         if _DECIMAL.match(text) or _RATIO.match(text):
-            numerator, _, denominator = text.partition("/")
+            _, _, denominator = text.partition("/")
             if denominator and int(denominator) == 0:
                 raise ValueError(f"expected a fraction with a nonzero denominator, got {value!r}")
             return Fraction(text.replace(" ", ""))
-        raise ValueError(
-            f"expected an exact number like \"2.556\" or \"293764/114921\", got {value!r}"
-        )
-    raise ValueError(f"expected a number or a fraction string, got {type(value).__name__} {value!r}")
+        raise ValueError(f'expected an exact number like "2.556" or "293764/114921", got {value!r}')
+    raise ValueError(
+        f"expected a number or a fraction string, got {type(value).__name__} {value!r}"
+    )
 
 
 def format_fraction(value: Fraction) -> str:

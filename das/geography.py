@@ -8,6 +8,7 @@ and a run rooted at a state simply starts the chain at length 2.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 
 from das.errors import UserError
@@ -15,7 +16,14 @@ from das.errors import UserError
 GEOID_LENGTH = 15
 
 #: The 2020 hierarchy: US, state, county, tract, block group, block.
-DEFAULT_LEVELS = (("us", 0), ("state", 2), ("county", 5), ("tract", 11), ("block_group", 12), ("block", 15))
+DEFAULT_LEVELS = (
+    ("us", 0),
+    ("state", 2),
+    ("county", 5),
+    ("tract", 11),
+    ("block_group", 12),
+    ("block", 15),
+)
 
 
 @dataclass(frozen=True)
@@ -39,10 +47,14 @@ class Geography:
             raise UserError("geography needs at least two levels (a root and blocks)")
         if len(set(names)) != len(names):
             raise UserError(f"geography level names must be distinct, got {names}")
-        if any(b <= a for a, b in zip(lengths, lengths[1:], strict=False)):
-            raise UserError(f"geography prefix lengths must increase strictly from root to block, got {lengths}")
+        if any(b <= a for a, b in itertools.pairwise(lengths)):
+            raise UserError(
+                f"geography prefix lengths must increase strictly from root to block, got {lengths}"
+            )
         if lengths[-1] != GEOID_LENGTH:
-            raise UserError(f"the last geography level must be the block (prefix length {GEOID_LENGTH}), got {lengths[-1]}")
+            raise UserError(
+                f"the last geography level must be the block (prefix length {GEOID_LENGTH}), got {lengths[-1]}"
+            )
         if lengths[0] < 0:
             raise UserError(f"prefix lengths must be >= 0, got {lengths[0]}")
 

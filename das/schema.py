@@ -75,16 +75,22 @@ class Attribute:
                 f"allowed: {', '.join(sorted(RECODES))}"
             )
         if len(set(self.levels)) != len(self.levels) or not self.levels:
-            raise UserError(f"attribute {self.name!r}: levels must be a non-empty list of distinct names")
+            raise UserError(
+                f"attribute {self.name!r}: levels must be a non-empty list of distinct names"
+            )
         if self.recode == "cut" and len(self.cuts) + 1 != self.size:
             raise UserError(
                 f"attribute {self.name!r}: {len(self.cuts)} cut points make "
                 f"{len(self.cuts) + 1} bins but there are {self.size} levels"
             )
         if self.recode == "race_flags" and (len(self.source) != 6 or self.size != 63):
-            raise UserError(f"attribute {self.name!r}: race_flags needs 6 source columns and 63 levels")
+            raise UserError(
+                f"attribute {self.name!r}: race_flags needs 6 source columns and 63 levels"
+            )
         if self.recode != "race_flags" and len(self.source) != 1:
-            raise UserError(f"attribute {self.name!r}: recode {self.recode!r} takes one source column")
+            raise UserError(
+                f"attribute {self.name!r}: recode {self.recode!r} takes one source column"
+            )
 
     @property
     def size(self) -> int:
@@ -118,6 +124,17 @@ class Query:
     def size(self) -> int:
         return int(self.matrix.shape[0])
 
+    @cached_property
+    def cell_map(self) -> np.ndarray:
+        """Query cell of each histogram cell (every query partitions the cells)."""
+        return np.asarray(self.matrix.argmax(axis=0)).ravel().astype(np.int64)
+
+    def answer(self, cells: np.ndarray, counts: np.ndarray) -> np.ndarray:
+        """The query's exact answer (int64, zero cells included) on a sparse histogram."""
+        return np.bincount(self.cell_map[cells], weights=counts, minlength=self.size).astype(
+            np.int64
+        )
+
 
 @dataclass(frozen=True)
 class Schema:
@@ -134,7 +151,9 @@ class Schema:
 
     def __post_init__(self) -> None:
         if self.record not in ("persons", "units"):
-            raise UserError(f"schema {self.name!r}: record must be 'persons' or 'units', got {self.record!r}")
+            raise UserError(
+                f"schema {self.name!r}: record must be 'persons' or 'units', got {self.record!r}"
+            )
         names = [a.name for a in self.attributes]
         if len(set(names)) != len(names) or not names:
             raise UserError(f"schema {self.name!r}: attribute names must be non-empty and distinct")
@@ -147,7 +166,9 @@ class Schema:
             for attr, levels in zero.items():
                 size = self.attribute(attr).size
                 if any(not 0 <= lv < size for lv in levels):
-                    raise UserError(f"schema {self.name!r}: structural zero on {attr} names a level outside 0..{size - 1}")
+                    raise UserError(
+                        f"schema {self.name!r}: structural zero on {attr} names a level outside 0..{size - 1}"
+                    )
         if self.facility_attribute is not None:
             self.attribute(self.facility_attribute)
 
@@ -160,7 +181,9 @@ class Schema:
                 f"0..{size - 1} of {grouping.attribute!r}, got {list(grouping.groups)}"
             )
         if len(grouping.labels) != len(grouping.groups):
-            raise UserError(f"schema {self.name!r}: grouping {grouping.name!r} needs one label per group")
+            raise UserError(
+                f"schema {self.name!r}: grouping {grouping.name!r} needs one label per group"
+            )
 
     # ---- layout -------------------------------------------------------------------------
     @property
@@ -219,7 +242,9 @@ class Schema:
             else:
                 block = sp.identity(a.size, format="csr")
             matrix = sp.kron(matrix, block, format="csr")
-        canonical = "*".join(by_attribute[a.name] for a in self.attributes if a.name in by_attribute)
+        canonical = "*".join(
+            by_attribute[a.name] for a in self.attributes if a.name in by_attribute
+        )
         if name in ("total", "detailed"):
             canonical = name
         return Query(name=canonical, factors=tuple(by_attribute.values()), matrix=matrix)
@@ -242,8 +267,11 @@ class Schema:
 
 # ---- loading ------------------------------------------------------------------------------
 def shipped_schemas() -> list[str]:
-    return sorted(p.name.removesuffix(".toml") for p in resources.files("das.schemas").iterdir()
-                  if p.name.endswith(".toml"))
+    return sorted(
+        p.name.removesuffix(".toml")
+        for p in resources.files("das.schemas").iterdir()
+        if p.name.endswith(".toml")
+    )
 
 
 def load_schema(name_or_path: str | Path) -> Schema:
@@ -271,8 +299,16 @@ def load_schema(name_or_path: str | Path) -> Schema:
         raise UserError(f"{origin}: {exc}") from exc
 
 
-_SCHEMA_KEYS = {"name", "description", "record", "filter", "attributes", "groupings",
-                "structural_zeros", "facilities"}
+_SCHEMA_KEYS = {
+    "name",
+    "description",
+    "record",
+    "filter",
+    "attributes",
+    "groupings",
+    "structural_zeros",
+    "facilities",
+}
 _ATTRIBUTE_KEYS = {"name", "source", "recode", "levels", "offset", "cuts", "valid_range"}
 
 
@@ -283,13 +319,18 @@ def schema_from_dict(data: Mapping) -> Schema:
         raise UserError(f"unknown schema key(s) {sorted(unknown)}; allowed: {sorted(_SCHEMA_KEYS)}")
     attributes = tuple(_attribute(a) for a in data["attributes"])
     groupings = {
-        name: Grouping(name=name, attribute=g["attribute"],
-                       groups=tuple(tuple(int(v) for v in grp) for grp in g["groups"]),
-                       labels=tuple(g.get("labels", [f"{name}_{i}" for i in range(len(g["groups"]))])))
+        name: Grouping(
+            name=name,
+            attribute=g["attribute"],
+            groups=tuple(tuple(int(v) for v in grp) for grp in g["groups"]),
+            labels=tuple(g.get("labels", [f"{name}_{i}" for i in range(len(g["groups"]))])),
+        )
         for name, g in data.get("groupings", {}).items()
     }
-    zeros = tuple({k: tuple(int(v) for v in vs) for k, vs in z.items()}
-                  for z in data.get("structural_zeros", []))
+    zeros = tuple(
+        {k: tuple(int(v) for v in vs) for k, vs in z.items()}
+        for z in data.get("structural_zeros", [])
+    )
     return Schema(
         name=data["name"],
         record=data.get("record", "persons"),
@@ -305,13 +346,17 @@ def schema_from_dict(data: Mapping) -> Schema:
 def _attribute(data: Mapping) -> Attribute:
     unknown = set(data) - _ATTRIBUTE_KEYS
     if unknown:
-        raise UserError(f"attribute {data.get('name')!r}: unknown key(s) {sorted(unknown)}; "
-                        f"allowed: {sorted(_ATTRIBUTE_KEYS)}")
+        raise UserError(
+            f"attribute {data.get('name')!r}: unknown key(s) {sorted(unknown)}; "
+            f"allowed: {sorted(_ATTRIBUTE_KEYS)}"
+        )
     levels = data["levels"]
     if isinstance(levels, str):
         if levels not in LEVEL_GENERATORS:
-            raise UserError(f"attribute {data['name']!r}: unknown level generator {levels!r}; "
-                            f"allowed: {', '.join(LEVEL_GENERATORS)}")
+            raise UserError(
+                f"attribute {data['name']!r}: unknown level generator {levels!r}; "
+                f"allowed: {', '.join(LEVEL_GENERATORS)}"
+            )
         levels = LEVEL_GENERATORS[levels]()
     source = data["source"]
     valid = data.get("valid_range")

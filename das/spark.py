@@ -1,0 +1,52 @@
+"""Creating the Spark session: embedded ``local[*]`` by default, whatever spark-submit says otherwise.
+
+The job never assumes it runs locally: when launched by ``spark-submit --master ...`` the
+master is already in the Spark conf and the config's ``spark.master`` is ignored.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from importlib import resources
+
+from pyspark import SparkContext
+from pyspark.sql import SparkSession
+
+from das.config import SparkSection
+
+log = logging.getLogger("das.spark")
+
+
+def spark_session(settings: SparkSection, app_name: str = "das") -> SparkSession:
+    """Get (or create) the session with this job's settings applied."""
+    # Executors must run the same interpreter as the driver: numpy/scipy come from it.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    builder = SparkSession.builder.appName(app_name)
+    if not _launched_by_spark_submit():
+        log4j = resources.files("das").joinpath("log4j2.properties")
+        builder = builder.master(settings.master).config(
+            "spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{log4j}"
+        )
+    spark = (
+        builder.config("spark.sql.shuffle.partitions", str(settings.shuffle_partitions))
+        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.session.timeZone", "UTC")
+        .getOrCreate()
+    )
+    spark.conf.set("spark.sql.shuffle.partitions", str(settings.shuffle_partitions))
+    spark.sparkContext.setLogLevel(settings.log_level)
+    log.debug(
+        "spark master %s, %s shuffle partitions",
+        spark.sparkContext.master,
+        settings.shuffle_partitions,
+    )
+    return spark
+
+
+def _launched_by_spark_submit() -> bool:
+    """spark-submit starts the JVM first and hands the Python driver its gateway port."""
+    return "PYSPARK_GATEWAY_PORT" in os.environ or SparkContext._active_spark_context is not None

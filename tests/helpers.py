@@ -1,0 +1,53 @@
+"""Small, valid contract inputs built in memory, for tests that need exact control."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+
+def tiny_input(seed: int = 0, blocks: int = 12) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Persons and units over ``blocks`` blocks in two counties, satisfying every rule."""
+    rng = np.random.default_rng(seed)
+    geoids = [f"44{c:03d}{t:06d}{b:04d}" for c in (1, 3) for t in (100, 200)
+              for b in (1000, 1001, 2000)][:blocks]
+    units, persons = [], []
+    for geoid in geoids:
+        for _ in range(rng.integers(0, 4)):
+            unit_id = len(units) + 1
+            residents = int(rng.integers(0, 4))
+            units.append((unit_id, geoid, 0, residents > 0))
+            persons += [(unit_id, geoid, 0) for _ in range(residents)]
+        if rng.random() < 0.3:
+            gqtype = int(rng.integers(1, 8))
+            unit_id = len(units) + 1
+            units.append((unit_id, geoid, gqtype, True))
+            persons += [(unit_id, geoid, gqtype) for _ in range(rng.integers(1, 5))]
+    unit_frame = pd.DataFrame(units, columns=["unit_id", "geoid", "gqtype", "occupied"])
+    n = len(persons)
+    gq = np.array([p[2] for p in persons])
+    age = np.where(gq == 3, rng.integers(18, 100, n), rng.integers(0, 100, n))
+    person_frame = pd.DataFrame({
+        "person_id": np.arange(1, n + 1, dtype=np.int64),
+        "unit_id": np.array([p[0] for p in persons], dtype=np.int64),
+        "geoid": [p[1] for p in persons],
+        "age": age.astype(np.int32),
+        "hispanic": rng.random(n) < 0.2,
+        "cenrace": rng.integers(1, 64, n).astype(np.int32),
+    })
+    unit_frame["unit_id"] = unit_frame["unit_id"].astype(np.int64)
+    unit_frame["gqtype"] = unit_frame["gqtype"].astype(np.int32)
+    return person_frame, unit_frame
+
+
+def write_input(directory: Path, persons: pd.DataFrame, units: pd.DataFrame, fmt: str = "parquet") -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    if fmt == "csv":
+        persons.to_csv(directory / "persons.csv", index=False)
+        units.to_csv(directory / "units.csv", index=False)
+    else:
+        persons.to_parquet(directory / "persons.parquet", index=False)
+        units.to_parquet(directory / "units.parquet", index=False)
+    return directory

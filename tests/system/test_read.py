@@ -1,0 +1,123 @@
+"""The reader on Spark: histograms at every level equal the input exactly; bad input is reported."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from das.config import load_config
+from das.errors import UserError
+from das.inputcheck import InputError
+from das.read import read_histograms
+from tests.conftest import ROOT
+from tests.helpers import tiny_input, write_input
+
+pytestmark = pytest.mark.spark
+CONFIG = ROOT / "configs" / "pl94_2020_production.toml"
+
+
+@pytest.fixture(scope="module")
+def config():
+    return load_config(CONFIG, overrides=["run.production=false", "spark.shuffle_partitions=3"])
+
+
+def _collect(level_histograms):
+    rows = level_histograms.frame.collect()
+    return {r["geocode"]: (np.array(r["cells"], dtype=np.int64), np.array(r["counts"], dtype=np.int64),
+                           np.array(r["units"], dtype=np.int64)) for r in rows}
+
+
+def test_histograms_reproduce_the_input_at_every_level(spark, config, tmp_path):
+    persons, units = tiny_input(seed=3)
+    levels = read_histograms(spark, config, str(write_input(tmp_path, persons, units)))
+    schema = config.schema
+    gq = units.set_index("unit_id")["gqtype"].loc[persons["unit_id"]].to_numpy()
+    codes = np.stack([gq, (persons["age"] >= 18).astype(int), persons["hispanic"].astype(int),
+                      persons["cenrace"] - 1], axis=1)
+    person_cells = schema.cell_index(codes)
+    for level in config.geography.levels:
+        got = _collect(levels[level.name])
+        key = persons["geoid"].str[: level.length]
+        unit_key = units["geoid"].str[: level.length]
+        assert set(got) == set(key) | set(unit_key)
+        for geocode, (cells, counts, unit_counts) in got.items():
+            expected = np.bincount(person_cells[(key == geocode).to_numpy()], minlength=schema.size)
+            dense = np.zeros(schema.size, dtype=np.int64)
+            dense[cells] = counts
+            assert np.array_equal(dense, expected), (level.name, geocode)
+            assert np.all(counts > 0) and np.all(np.diff(cells) > 0)
+            here = units[(unit_key == geocode).to_numpy()]
+            counted = here[(here["gqtype"] == 0) | here["occupied"]]
+            assert unit_counts.tolist() == np.bincount(counted["gqtype"], minlength=8).tolist()
+        assert sum(c.sum() for _, c, _ in got.values()) == len(persons)
+
+
+def test_csv_input_and_column_mapping(spark, config, tmp_path):
+    persons, units = tiny_input(seed=4)
+    persons = persons.rename(columns={"geoid": "GEOID"})
+    write_input(tmp_path, persons, units, fmt="csv")
+    mapped = load_config(CONFIG, overrides=[
+        "run.production=false", "input.format='csv'", "input.persons='persons.csv'",
+        "input.units='units.csv'", "input.columns={geoid = 'GEOID'}"])
+    with pytest.raises(UserError, match=r"units.csv: missing column\(s\) geoid \(column 'GEOID'\)"):
+        # the units table still says "geoid": one mapping applies to both tables
+        read_histograms(spark, mapped, str(tmp_path))
+    units = units.rename(columns={"geoid": "GEOID"})
+    write_input(tmp_path, persons, units, fmt="csv")
+    levels = read_histograms(spark, mapped, str(tmp_path))
+    total = levels["us"].frame.collect()[0]
+    assert sum(total["counts"]) == len(persons)
+
+
+BAD_CASES = [
+    ("geoid-format", "persons", lambda p, u: p.assign(geoid=p["geoid"].where(p.index != 0, "4400100010")), "4400100010"),
+    ("geoid-format", "units", lambda p, u: u.assign(geoid=u["geoid"].where(u.index != 0, "44001000100X000")), "44001000100X000"),
+    ("age-domain", "persons", lambda p, u: p.assign(age=p["age"].where(p.index != 1, 130)), "130"),
+    ("cenrace-domain", "persons", lambda p, u: p.assign(cenrace=p["cenrace"].where(p.index != 2, 64)), "64"),
+    ("gqtype-domain", "units", lambda p, u: u.assign(gqtype=u["gqtype"].where(u.index != 0, 9)), "9"),
+    ("null-age", "persons", lambda p, u: p.assign(age=p["age"].astype("Int32").where(p.index != 0, None)), "None"),
+    ("age-type", "persons", lambda p, u: p.assign(age=p["age"].astype(float).where(p.index != 0, 30.5)), "30.5"),
+    ("duplicate-unit-id", "units", lambda p, u: u.assign(unit_id=u["unit_id"].where(u.index != 1, u["unit_id"][0])), None),
+    ("duplicate-person-id", "persons", lambda p, u: p.assign(person_id=p["person_id"].where(p.index != 1, 1)), None),
+    ("unknown-unit", "persons", lambda p, u: p.assign(unit_id=p["unit_id"].where(p.index != 0, 99999)), "99999"),
+    ("geoid-differs-from-unit", "persons", lambda p, u: p.assign(geoid=p["geoid"].where(p.index != 0, "440990000000000")), "440990000000000"),
+]
+
+
+@pytest.mark.parametrize(("rule", "table", "break_it", "value"), BAD_CASES, ids=[c[0] + "-" + c[1] for c in BAD_CASES])
+def test_each_bad_input_rule_is_reported(spark, config, tmp_path, rule, table, break_it, value):
+    persons, units = tiny_input(seed=5)
+    if table == "persons":
+        persons = break_it(persons, units)
+    else:
+        units = break_it(persons, units)
+    write_input(tmp_path, persons, units)
+    with pytest.raises(InputError) as info:
+        read_histograms(spark, config, str(tmp_path))
+    broken = {(r.name, r.table): count for r, count, _ in info.value.report}
+    assert (rule, table) in broken
+    message = str(info.value)
+    assert f"[{rule}]" in message and f"{table}.parquet" in message
+    if value is not None:
+        assert value in message
+
+
+def test_vacancy_rules(spark, config, tmp_path):
+    persons, units = tiny_input(seed=6)
+    occupied_hu = units[(units["gqtype"] == 0) & units["occupied"]].index[0]
+    vacant_hu = units[(units["gqtype"] == 0) & ~units["occupied"]].index[0]
+    units.loc[occupied_hu, "occupied"] = False
+    units.loc[vacant_hu, "occupied"] = True
+    write_input(tmp_path, persons, units)
+    with pytest.raises(InputError) as info:
+        read_histograms(spark, config, str(tmp_path))
+    names = {r.name for r, _, _ in info.value.report}
+    assert {"person-in-vacant-unit", "occupied-unit-without-residents"} <= names
+
+
+def test_missing_units_table(spark, config, tmp_path):
+    persons, units = tiny_input(seed=7)
+    write_input(tmp_path, persons, units)
+    (tmp_path / "units.parquet").unlink()
+    with pytest.raises(UserError, match="input has no units table"):
+        read_histograms(spark, config, str(tmp_path))
