@@ -1,0 +1,145 @@
+"""The measurement stage: every query at every geounit, answered with exact discrete-Gaussian noise.
+
+Noise for a (level, geounit, query) is drawn from its own generator stream, derived from
+the run's key and the label ``level|geocode|query``. It therefore depends neither on how
+Spark partitions the geounits nor on a task being retried. The noisy measurement file
+(NMF) is written to Parquet at once and everything downstream reads it back from disk, so
+a recomputed Spark stage can never draw noise a second time. The NMF holds noisy answers
+and their variances only, never a raw count: it is safe to publish.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from fractions import Fraction
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from pyspark import Accumulator
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from das.config import Config
+from das.noise import Rng, discrete_gaussian
+from das.read import LevelHistograms
+from das.schema import Query
+
+log = logging.getLogger("das.measure")
+
+NMF_SCHEMA = T.StructType(
+    [
+        T.StructField("level", T.StringType(), False),
+        T.StructField("geocode", T.StringType(), False),
+        T.StructField("query", T.StringType(), False),
+        T.StructField("values", T.ArrayType(T.LongType(), False), False),
+        T.StructField("variance", T.DoubleType(), False),
+        T.StructField("variance_exact", T.StringType(), False),
+    ]
+)
+
+
+def noise_label(level: str, geocode: str, query: str) -> str:
+    """The stream label of one measurement; part of the noise contract, never change it."""
+    return f"{level}|{geocode}|{query}"
+
+
+def measure_geounit(
+    level: str,
+    geocode: str,
+    cells: np.ndarray,
+    counts: np.ndarray,
+    queries: tuple[Query, ...],
+    variances: dict[str, Fraction],
+    rng: Rng,
+) -> list[tuple]:
+    """Noisy answers of every query at one geounit (pure: the same inputs give the same rows)."""
+    rows = []
+    for query in queries:
+        sigma2 = variances[query.name]
+        noise = discrete_gaussian(
+            sigma2, query.size, rng.child(noise_label(level, geocode, query.name))
+        )
+        noisy = query.answer(cells, counts) + noise
+        rows.append((level, geocode, query.name, noisy, float(sigma2), str(sigma2)))
+    return rows
+
+
+def measure_level(
+    histograms: LevelHistograms, config: Config, rng: Rng, counter: Accumulator | None = None
+) -> DataFrame:
+    """Spark: the NMF rows of one level, computed on the executors."""
+    level = histograms.level.name
+    queries = config.queries[level]
+    variances = {q.name: config.budget.sigma2(level, q.name) for q in queries}
+
+    def noisy(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+        for batch in batches:
+            rows: list[tuple] = []
+            for geocode, cells, counts in zip(
+                batch["geocode"], batch["cells"], batch["counts"], strict=True
+            ):
+                rows.extend(
+                    measure_geounit(
+                        level,
+                        geocode,
+                        np.asarray(cells, dtype=np.int64),
+                        np.asarray(counts, dtype=np.int64),
+                        queries,
+                        variances,
+                        rng,
+                    )
+                )
+            if counter is not None:
+                counter.add(len(batch))
+            yield pd.DataFrame(rows, columns=NMF_SCHEMA.fieldNames())
+
+    return histograms.frame.select("geocode", "cells", "counts").mapInPandas(noisy, NMF_SCHEMA)
+
+
+def write_nmf(
+    levels: dict[str, LevelHistograms],
+    config: Config,
+    rng: Rng,
+    path: str,
+    counter: Accumulator | None = None,
+) -> None:
+    """Measure every level and write the NMF once; Spark's _SUCCESS marks it complete.
+
+    Rows are hash-partitioned by (level, geocode) and sorted inside each file, so the files'
+    content depends only on the data and the configured partition count, not on the input's
+    partitioning.
+    """
+    frames = [measure_level(h, config, rng, counter) for h in levels.values()]
+    nmf = frames[0]
+    for frame in frames[1:]:
+        nmf = nmf.unionByName(frame)
+    partitions = config.file.spark.shuffle_partitions
+    (
+        nmf.repartition(partitions, "level", "geocode")
+        .sortWithinPartitions("level", "geocode", "query")
+        .write.mode("overwrite")
+        .parquet(path)
+    )
+    log.info("noisy measurements written to %s", path)
+
+
+def nmf_complete(path: str) -> bool:
+    """True when a previous run finished writing the NMF at ``path`` (local filesystem)."""
+    return (Path(path) / "_SUCCESS").exists()
+
+
+def read_nmf(spark: SparkSession, path: str) -> DataFrame:
+    """The noisy measurements, read back from disk: the only source post-processing uses."""
+    return spark.read.schema(NMF_SCHEMA).parquet(path)
+
+
+def level_measurements(nmf: DataFrame, level: str) -> DataFrame:
+    """One row per geounit of ``level``: geocode, and a map query -> noisy values."""
+    return (
+        nmf.filter(F.col("level") == level)
+        .groupBy("geocode")
+        .agg(F.map_from_entries(F.collect_list(F.struct("query", "values"))).alias("measurements"))
+    )

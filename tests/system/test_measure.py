@@ -1,0 +1,80 @@
+"""The measurement stage: noise keyed per (level, geounit, query), persisted once, no raw counts."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+from das.config import load_config
+from das.measure import NMF_SCHEMA, read_nmf, write_nmf
+from das.noise import seeded_rng
+from das.read import read_histograms
+from tests.conftest import ROOT
+from tests.helpers import tiny_input, write_input
+
+pytestmark = pytest.mark.spark
+CONFIG = ROOT / "configs" / "demo.toml"
+
+
+def _nmf(spark, tmp_path, name, partitions, seed=11, rho="293764/114921"):
+    config = load_config(
+        CONFIG,
+        overrides=[f"spark.shuffle_partitions={partitions}", f"budget.rho={rho!r}"],
+        seed=seed,
+    )
+    input_dir = tmp_path / "input"
+    if not input_dir.exists():
+        write_input(input_dir, *tiny_input(seed=2))
+    spark.conf.set("spark.sql.shuffle.partitions", str(partitions))
+    levels = read_histograms(spark, config, str(input_dir))
+    levels = {k: type(v)(v.level, v.frame.repartition(partitions)) for k, v in levels.items()}
+    path = str(tmp_path / name)
+    write_nmf(levels, config, seeded_rng(config.seed), path)
+    rows = read_nmf(spark, path).collect()
+    return config, levels, {(r["level"], r["geocode"], r["query"]): r for r in rows}
+
+
+def test_same_seed_same_noise_whatever_the_partitioning(spark, tmp_path):
+    _, _, one = _nmf(spark, tmp_path, "nmf1", partitions=1)
+    _, _, four = _nmf(spark, tmp_path, "nmf4", partitions=4)
+    assert one.keys() == four.keys()
+    for key in one:
+        assert one[key]["values"] == four[key]["values"], key
+    _, _, other = _nmf(spark, tmp_path, "nmf_other_seed", partitions=4, seed=12)
+    assert any(one[k]["values"] != other[k]["values"] for k in one)
+
+
+def test_nmf_columns_variances_and_no_raw_counts(spark, tmp_path):
+    config, levels, rows = _nmf(spark, tmp_path, "nmf", partitions=2)
+    written = spark.read.parquet(str(tmp_path / "nmf"))
+    assert written.columns == NMF_SCHEMA.fieldNames()
+    assert not {"cells", "counts", "count", "true", "raw"} & set(written.columns)
+    for level in config.geography.names:
+        geocodes = {r["geocode"] for r in levels[level].frame.collect()}
+        for query in config.queries[level]:
+            for geocode in geocodes:
+                row = rows[(level, geocode, query.name)]
+                sigma2 = config.budget.sigma2(level, query.name)
+                assert Fraction(row["variance_exact"]) == sigma2
+                assert row["variance"] == float(sigma2)
+                assert len(row["values"]) == query.size  # zero cells included
+
+
+def test_noise_has_the_configured_variance(spark, tmp_path):
+    # a small rho makes the noise dominate; compare noisy - true with sigma^2 per query
+    config, levels, rows = _nmf(spark, tmp_path, "nmf", partitions=2, rho="1/100")
+    block = {r["geocode"]: r for r in levels["block"].frame.collect()}
+    query = next(q for q in config.queries["block"] if q.name == "detailed")
+    errors = []
+    for geocode, hist in block.items():
+        truth = query.answer(
+            np.asarray(hist["cells"], dtype=np.int64), np.asarray(hist["counts"], dtype=np.int64)
+        )
+        errors.append(np.asarray(rows[("block", geocode, "detailed")]["values"]) - truth)
+    errors = np.concatenate(errors)
+    sigma2 = float(config.budget.sigma2("block", "detailed"))
+    n = len(errors)
+    assert abs(errors.mean()) < 5 * np.sqrt(sigma2 / n)
+    assert abs(errors.var() / sigma2 - 1) < 5 * np.sqrt(2 / n)
