@@ -137,6 +137,15 @@ class Query:
 
 
 @dataclass(frozen=True)
+class OutputColumn:
+    """One column of the protected microdata: an attribute's level mapped to a published code."""
+
+    name: str
+    attribute: str
+    values: tuple[int, ...]
+
+
+@dataclass(frozen=True)
 class Schema:
     """The histogram layout: attributes in order, named groupings, structural zeros."""
 
@@ -147,6 +156,7 @@ class Schema:
     structural_zeros: tuple[Mapping[str, tuple[int, ...]], ...] = ()
     facility_attribute: str | None = None
     record_filter: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
+    output: tuple[OutputColumn, ...] = ()
     description: str = ""
 
     def __post_init__(self) -> None:
@@ -171,6 +181,12 @@ class Schema:
                     )
         if self.facility_attribute is not None:
             self.attribute(self.facility_attribute)
+        for column in self.output:
+            if len(column.values) != self.attribute(column.attribute).size:
+                raise UserError(
+                    f"schema {self.name!r}: output column {column.name!r} needs one value per "
+                    f"level of {column.attribute!r} ({self.attribute(column.attribute).size})"
+                )
 
     def _check_grouping(self, grouping: Grouping) -> None:
         size = self.attribute(grouping.attribute).size
@@ -300,6 +316,7 @@ def load_schema(name_or_path: str | Path) -> Schema:
 
 
 _SCHEMA_KEYS = {
+    "output",
     "name",
     "description",
     "record",
@@ -339,6 +356,7 @@ def schema_from_dict(data: Mapping) -> Schema:
         structural_zeros=zeros,
         facility_attribute=data.get("facilities", {}).get("attribute"),
         record_filter={k: tuple(int(v) for v in vs) for k, vs in data.get("filter", {}).items()},
+        output=tuple(_output_column(c, attributes) for c in data.get("output", [])),
         description=data.get("description", ""),
     )
 
@@ -380,3 +398,18 @@ def queries(schema: Schema, names: Sequence[str]) -> list[Query]:
             raise UserError(f"queries {seen[q.name]!r} and {n!r} are the same query {q.name!r}")
         seen[q.name] = n
     return built
+
+
+def _output_column(data: Mapping, attributes: tuple[Attribute, ...]) -> OutputColumn:
+    """An output column gives ``values`` per level, or an ``offset`` added to the level index."""
+    unknown = set(data) - {"name", "attribute", "values", "offset"}
+    if unknown:
+        raise UserError(f"output column {data.get('name')!r}: unknown key(s) {sorted(unknown)}")
+    size = next((a.size for a in attributes if a.name == data["attribute"]), None)
+    if size is None:
+        raise UserError(f"output column {data['name']!r}: unknown attribute {data['attribute']!r}")
+    if "values" in data:
+        values = tuple(int(v) for v in data["values"])
+    else:
+        values = tuple(range(int(data.get("offset", 0)), int(data.get("offset", 0)) + size))
+    return OutputColumn(name=data["name"], attribute=data["attribute"], values=values)

@@ -23,8 +23,14 @@ def config():
 
 def _collect(level_histograms):
     rows = level_histograms.frame.collect()
-    return {r["geocode"]: (np.array(r["cells"], dtype=np.int64), np.array(r["counts"], dtype=np.int64),
-                           np.array(r["units"], dtype=np.int64)) for r in rows}
+    return {
+        r["geocode"]: (
+            np.array(r["cells"], dtype=np.int64),
+            np.array(r["counts"], dtype=np.int64),
+            np.array(r["units"], dtype=np.int64),
+        )
+        for r in rows
+    }
 
 
 def test_histograms_reproduce_the_input_at_every_level(spark, config, tmp_path):
@@ -32,8 +38,15 @@ def test_histograms_reproduce_the_input_at_every_level(spark, config, tmp_path):
     levels = read_histograms(spark, config, str(write_input(tmp_path, persons, units)))
     schema = config.schema
     gq = units.set_index("unit_id")["gqtype"].loc[persons["unit_id"]].to_numpy()
-    codes = np.stack([gq, (persons["age"] >= 18).astype(int), persons["hispanic"].astype(int),
-                      persons["cenrace"] - 1], axis=1)
+    codes = np.stack(
+        [
+            gq,
+            (persons["age"] >= 18).astype(int),
+            persons["hispanic"].astype(int),
+            persons["cenrace"] - 1,
+        ],
+        axis=1,
+    )
     person_cells = schema.cell_index(codes)
     for level in config.geography.levels:
         got = _collect(levels[level.name])
@@ -56,9 +69,16 @@ def test_csv_input_and_column_mapping(spark, config, tmp_path):
     persons, units = tiny_input(seed=4)
     persons = persons.rename(columns={"geoid": "GEOID"})
     write_input(tmp_path, persons, units, fmt="csv")
-    mapped = load_config(CONFIG, overrides=[
-        "run.production=false", "input.format='csv'", "input.persons='persons.csv'",
-        "input.units='units.csv'", "input.columns={geoid = 'GEOID'}"])
+    mapped = load_config(
+        CONFIG,
+        overrides=[
+            "run.production=false",
+            "input.format='csv'",
+            "input.persons='persons.csv'",
+            "input.units='units.csv'",
+            "input.columns={geoid = 'GEOID'}",
+        ],
+    )
     with pytest.raises(UserError, match=r"units.csv: missing column\(s\) geoid \(column 'GEOID'\)"):
         # the units table still says "geoid": one mapping applies to both tables
         read_histograms(spark, mapped, str(tmp_path))
@@ -70,21 +90,73 @@ def test_csv_input_and_column_mapping(spark, config, tmp_path):
 
 
 BAD_CASES = [
-    ("geoid-format", "persons", lambda p, u: p.assign(geoid=p["geoid"].where(p.index != 0, "4400100010")), "4400100010"),
-    ("geoid-format", "units", lambda p, u: u.assign(geoid=u["geoid"].where(u.index != 0, "44001000100X000")), "44001000100X000"),
+    (
+        "geoid-format",
+        "persons",
+        lambda p, u: p.assign(geoid=p["geoid"].where(p.index != 0, "4400100010")),
+        "4400100010",
+    ),
+    (
+        "geoid-format",
+        "units",
+        lambda p, u: u.assign(geoid=u["geoid"].where(u.index != 0, "44001000100X000")),
+        "44001000100X000",
+    ),
     ("age-domain", "persons", lambda p, u: p.assign(age=p["age"].where(p.index != 1, 130)), "130"),
-    ("cenrace-domain", "persons", lambda p, u: p.assign(cenrace=p["cenrace"].where(p.index != 2, 64)), "64"),
-    ("gqtype-domain", "units", lambda p, u: u.assign(gqtype=u["gqtype"].where(u.index != 0, 9)), "9"),
-    ("null-age", "persons", lambda p, u: p.assign(age=p["age"].astype("Int32").where(p.index != 0, None)), "None"),
-    ("age-type", "persons", lambda p, u: p.assign(age=p["age"].astype(float).where(p.index != 0, 30.5)), "30.5"),
-    ("duplicate-unit-id", "units", lambda p, u: u.assign(unit_id=u["unit_id"].where(u.index != 1, u["unit_id"][0])), None),
-    ("duplicate-person-id", "persons", lambda p, u: p.assign(person_id=p["person_id"].where(p.index != 1, 1)), None),
-    ("unknown-unit", "persons", lambda p, u: p.assign(unit_id=p["unit_id"].where(p.index != 0, 99999)), "99999"),
-    ("geoid-differs-from-unit", "persons", lambda p, u: p.assign(geoid=p["geoid"].where(p.index != 0, "440990000000000")), "440990000000000"),
+    (
+        "cenrace-domain",
+        "persons",
+        lambda p, u: p.assign(cenrace=p["cenrace"].where(p.index != 2, 64)),
+        "64",
+    ),
+    (
+        "gqtype-domain",
+        "units",
+        lambda p, u: u.assign(gqtype=u["gqtype"].where(u.index != 0, 9)),
+        "9",
+    ),
+    (
+        "null-age",
+        "persons",
+        lambda p, u: p.assign(age=p["age"].astype("Int32").where(p.index != 0, None)),
+        "None",
+    ),
+    (
+        "age-type",
+        "persons",
+        lambda p, u: p.assign(age=p["age"].astype(float).where(p.index != 0, 30.5)),
+        "30.5",
+    ),
+    (
+        "duplicate-unit-id",
+        "units",
+        lambda p, u: u.assign(unit_id=u["unit_id"].where(u.index != 1, u["unit_id"][0])),
+        None,
+    ),
+    (
+        "duplicate-person-id",
+        "persons",
+        lambda p, u: p.assign(person_id=p["person_id"].where(p.index != 1, 1)),
+        None,
+    ),
+    (
+        "unknown-unit",
+        "persons",
+        lambda p, u: p.assign(unit_id=p["unit_id"].where(p.index != 0, 99999)),
+        "99999",
+    ),
+    (
+        "geoid-differs-from-unit",
+        "persons",
+        lambda p, u: p.assign(geoid=p["geoid"].where(p.index != 0, "440990000000000")),
+        "440990000000000",
+    ),
 ]
 
 
-@pytest.mark.parametrize(("rule", "table", "break_it", "value"), BAD_CASES, ids=[c[0] + "-" + c[1] for c in BAD_CASES])
+@pytest.mark.parametrize(
+    ("rule", "table", "break_it", "value"), BAD_CASES, ids=[c[0] + "-" + c[1] for c in BAD_CASES]
+)
 def test_each_bad_input_rule_is_reported(spark, config, tmp_path, rule, table, break_it, value):
     persons, units = tiny_input(seed=5)
     if table == "persons":

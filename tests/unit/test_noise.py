@@ -10,13 +10,13 @@ an error confined to one cell.
 
 How many draws. Distinguishing a cell of mass p from one of mass p (1 + e) takes about
 N = (z + 1.28)^2 / (p e^2) draws, z about 4.5 after Bonferroni, power 0.9, whatever the
-test. For e = 1% and p = 1e-3 that is N = 3.3e8 per variance, about 20-25 s of sampling each here, and that is the default
-(about three minutes for the seven variances: the price of the requirement, paid in CI).
-DAS_NOISE_TEST_DRAWS overrides it for a quick local loop (3e7 still catches a 1% error in
-any cell of mass above 0.011 and a 3.3% error in any cell above 1e-3); an error spread
-over the distribution, such as a 1% error in the variance, is caught with a wide margin
-(the sanity tests below show the
-checks reject a 2%-wrong variance and a 1% error in the modal cell). The exact path is
+test. For e = 1% and p = 1e-3 that is N = 3.3e8 per variance, about 20-25 s of sampling
+each here, and that is the default: about three minutes for the seven variances, the
+price of the requirement, paid in CI. DAS_NOISE_TEST_DRAWS overrides it for a quick local
+loop (3e7 still catches a 1% error in any cell of mass above 0.011). An error spread over
+the distribution, such as a 1% error in the variance, is caught with a wide margin (the
+sanity tests below show the checks reject a 2%-wrong variance and a 1% error in the modal
+cell). The exact path is
 further checked decision by decision: forcing it gives the same draws as the fast path at
 the same seed.
 """
