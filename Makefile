@@ -20,7 +20,8 @@ install: $(STAMP)
 ## make run: build a synthetic fixture state and run the full TopDown job on it locally.
 run: install
 	$(BIN)/das fixture synthetic --persons $(PERSONS) --seed $(SEED) --out $(OUT)/input
-	$(BIN)/das run configs/demo.toml --input $(OUT)/input --output $(OUT)/run --seed $(SEED) --overwrite
+	rm -rf $(OUT)/run
+	$(BIN)/das run configs/demo.toml --input $(OUT)/input --output $(OUT)/run --seed $(SEED)
 
 ## make test: lint, then the whole test suite (unit and Spark system tests).
 test: install lint

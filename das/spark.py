@@ -35,6 +35,8 @@ def spark_session(settings: SparkSection, app_name: str = "das") -> SparkSession
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.session.timeZone", "UTC")
+        # codes such as county "003" are strings: never let a partition directory become 3
+        .config("spark.sql.sources.partitionColumnTypeInference.enabled", "false")
         .getOrCreate()
     )
     spark.conf.set("spark.sql.shuffle.partitions", str(settings.shuffle_partitions))

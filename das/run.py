@@ -1,0 +1,138 @@
+"""One TopDown run, start to finish: read, measure, post-process, write, certify.
+
+Output layout under ``--output``:
+
+- ``run.json``          the effective configuration; ``--resume`` refuses a different one
+- ``nmf/``              noisy measurement file (public)
+- ``levels/<level>/``   checkpoint of each level's protected histograms (resume points)
+- ``mdf/``              protected microdata (public)
+- ``certificate.json``, ``certificate.md``   (public)
+- ``confidential/``     error metrics against the input: NOT private, never publish
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+from pyspark.sql import DataFrame, SparkSession
+
+from das.certificate import build_certificate, write_certificate
+from das.config import Config
+from das.errors import InternalError, UserError
+from das.measure import nmf_complete, read_nmf, write_nmf
+from das.metrics import level_errors, write_metrics
+from das.noise import Rng, secure_rng, seeded_rng
+from das.progress import Progress
+from das.read import read_histograms
+from das.spark import spark_session
+from das.topdown import LevelReport, solve_and_checkpoint
+from das.validate import validate_run
+from das.write import write_microdata
+
+log = logging.getLogger("das.run")
+
+
+@dataclass(frozen=True)
+class RunResult:
+    output: str
+    certificate: dict
+
+
+def prepare_output(config: Config, output: str, resume: bool) -> None:
+    """Refuse to mix runs: a new run needs an empty directory, a resumed one the same config."""
+    root = Path(output)
+    effective = json.dumps(
+        config.file.model_dump(mode="json", by_alias=True, exclude={"spark"}),
+        indent=2,
+        sort_keys=True,
+    )
+    marker = root / "run.json"
+    if resume:
+        if not marker.exists():
+            raise UserError(f"--resume: {output} holds no run to resume (no run.json)")
+        if marker.read_text() != effective:
+            raise UserError(
+                f"--resume: the configuration differs from the one {output} was started "
+                "with; resume with the same config, overrides and seed"
+            )
+        return
+    if root.exists() and any(root.iterdir()):
+        raise UserError(
+            f"output directory {output} exists and is not empty; choose a new one, "
+            "or pass --resume to continue the run it holds"
+        )
+    root.mkdir(parents=True, exist_ok=True)
+    marker.write_text(effective)
+
+
+def noise_generator(config: Config) -> tuple[Rng, str]:
+    if config.seed is None:
+        return secure_rng(), "the operating system's secure generator (ChaCha20, no seed kept)"
+    return seeded_rng(config.seed), f"a fixed seed ({config.seed}): TEST MODE, not for release"
+
+
+def run_job(
+    config: Config,
+    input_dir: str,
+    output: str,
+    resume: bool = False,
+    spark: SparkSession | None = None,
+) -> RunResult:
+    prepare_output(config, output, resume)
+    spark = spark or spark_session(config.file.spark, f"das {config.file.run.name}")
+    progress = Progress(spark.sparkContext)
+    geography = config.geography
+    with progress.phase("read"):
+        histograms = read_histograms(spark, config, input_dir)
+        geounits = {lv: h.frame.count() for lv, h in histograms.items()}
+    nmf_path = f"{output}/nmf"
+    rng, noise_source = noise_generator(config)
+    if resume and nmf_complete(nmf_path):
+        log.info("measure: reusing the noisy measurements in %s (noise is never redrawn)", nmf_path)
+    else:
+        counter = progress.counter()
+        with progress.phase("measure", sum(geounits.values()), counter):
+            write_nmf(histograms, config, rng, nmf_path, counter)
+    nmf = read_nmf(spark, nmf_path)
+    reports: list[LevelReport] = []
+    protected: dict[str, DataFrame] = {}
+    parents = None
+    for index, level in enumerate(geography.levels):
+        parent_count = geounits[geography.levels[index - 1].name] if index else 1
+        counter = progress.counter()
+        with progress.phase(f"solve {level.name}", parent_count, counter, "parents"):
+            parents, report = solve_and_checkpoint(
+                spark, config, nmf, histograms, output, index, parents, counter
+            )
+        reports.append(report)
+        protected[level.name] = parents
+    with progress.phase("write"):
+        write_microdata(
+            parents, config.schema, f"{output}/mdf", config.file.spark.shuffle_partitions
+        )
+        records = {"output_records": spark.read.parquet(f"{output}/mdf").count()}
+    certificate = build_certificate(
+        config, noise_source=noise_source, records=records, levels=reports, timings=progress.timings
+    )
+    write_certificate(certificate, output)
+    with progress.phase("metrics (confidential)"):
+        table = pd.concat(
+            [
+                level_errors(config, name, histograms[name], frame, nmf)
+                for name, frame in protected.items()
+            ],
+            ignore_index=True,
+        )
+        write_metrics(table, f"{output}/confidential")
+    with progress.phase("validate"):
+        problems = validate_run(spark, input_dir, output)
+    if problems:
+        raise InternalError("the written output fails validation:\n  " + "\n  ".join(problems))
+    log.info(
+        "done: protected microdata in %s/mdf, certificate in %s/certificate.md", output, output
+    )
+    return RunResult(output=output, certificate=certificate)

@@ -1,0 +1,311 @@
+"""The top-down pass: the root alone, then each parent with all its children, level by level.
+
+Every solve reads only public inputs: the noisy measurements (read back from the NMF on
+disk), the parent's already-protected histogram, and the invariants (unit counts per
+geounit, and the true totals at the levels where the configuration holds them exact).
+Per-parent problems are solved on the executors (children grouped by parent and joined
+with the parent's solution); each level's result is checkpointed to Parquet before the
+next level starts, so a run can resume from the last finished level.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from pyspark import Accumulator
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from das.config import Config
+from das.errors import UserError
+from das.geography import Level
+from das.optimize import UNBOUNDED, FixedQuery, Measurement, ParentProblem, solve_parent
+from das.read import LevelHistograms
+from das.schema import Query, Schema
+
+log = logging.getLogger("das.topdown")
+
+SOLUTION_SCHEMA = T.StructType(
+    [
+        T.StructField("geocode", T.StringType(), False),
+        T.StructField("cells", T.ArrayType(T.IntegerType(), False), False),
+        T.StructField("counts", T.ArrayType(T.LongType(), False), False),
+        # Per-parent facts, carried on the parent's first child only (0 / null on the others):
+        T.StructField("solves", T.IntegerType(), False),
+        T.StructField("failsafe", T.StringType(), True),
+        T.StructField("seconds", T.DoubleType(), False),
+    ]
+)
+
+
+@dataclass(frozen=True)
+class LevelPlan:
+    """What the solver needs to know about one level, all of it small and picklable."""
+
+    level: str
+    queries: tuple[Query, ...]
+    weights: dict[str, float]
+    passes: tuple[tuple[str, ...], ...]
+    totals_invariant: bool
+    schema: Schema
+
+
+def level_plan(config: Config, level: str) -> LevelPlan:
+    queries = config.queries[level]
+    measured = {q.name for q in queries}
+    inv = config.total_invariant_level
+    geo = config.geography
+    return LevelPlan(
+        level=level,
+        queries=queries,
+        weights={q.name: float(1 / config.budget.sigma2(level, q.name)) for q in queries},
+        passes=tuple(
+            p for p in (tuple(q for q in ps if q in measured) for ps in config.passes) if p
+        ),
+        totals_invariant=inv is not None and geo.index(level) <= geo.index(inv),
+        schema=config.schema,
+    )
+
+
+# ---- one parent ---------------------------------------------------------------------------
+def facility_bounds(schema: Schema, units: np.ndarray) -> tuple[np.ndarray | None, ...]:
+    """Group of each cell and per-child bounds from the units table.
+
+    A child holds at least one person per occupied group-quarters facility of a type, and
+    nobody of a type it has no unit of (households need a housing unit). Upper bounds
+    beyond that are derived by the solver from fixed totals.
+    """
+    if schema.facility_attribute is None:
+        return None, None, None
+    axis = schema.axis(schema.facility_attribute)
+    groups = schema.cell_codes(np.arange(schema.size))[:, axis]
+    n_groups = schema.attribute(schema.facility_attribute).size
+    units = np.asarray(units, dtype=np.int64)[:, :n_groups]
+    lower = units.copy()
+    lower[:, 0] = 0  # a housing unit may be vacant
+    upper = np.where(units > 0, UNBOUNDED, 0).astype(np.int64)
+    return groups, lower, upper
+
+
+def solve_family(
+    plan: LevelPlan,
+    parent: np.ndarray | None,
+    answers: dict[str, np.ndarray],
+    units: np.ndarray,
+    totals: np.ndarray | None,
+) -> tuple[np.ndarray, str | None]:
+    """Solve one parent's children through every pass; return counts and a failsafe note."""
+    schema = plan.schema
+    groups, lower, upper = facility_bounds(schema, units)
+    by_name = {q.name: q for q in plan.queries}
+    n_children = len(units)
+    fixed: list[FixedQuery] = []
+    notes = []
+    counts = None
+    for pass_queries in plan.passes:
+        if totals is not None and pass_queries == ("total",):
+            continue  # the totals are already exact: nothing to estimate in this pass
+        measurements = tuple(
+            Measurement(q, by_name[q].matrix, plan.weights[q], answers[q]) for q in pass_queries
+        )
+        problem = ParentProblem(
+            parent=parent,
+            n_children=n_children,
+            measurements=measurements,
+            structural_zero=schema.structural_zero_mask,
+            facility_groups=groups,
+            group_lower=lower,
+            group_upper=upper,
+            child_totals=totals,
+            fixed=tuple(fixed),
+        )
+        solution = solve_parent(problem)
+        counts = solution.counts
+        if solution.failsafe_used:
+            notes.append(f"{'+'.join(pass_queries)}: {solution.failsafe_reason}")
+        totals = counts.sum(axis=1)
+        fixed += [
+            FixedQuery(q, by_name[q].matrix, (by_name[q].matrix @ counts.T).T)
+            for q in pass_queries
+            if q != "total"
+        ]
+    if counts is None:
+        raise UserError(f"level {plan.level}: no query of strategy.passes is measured there")
+    return counts, ("; ".join(notes) or None)
+
+
+def _family_rows(plan: LevelPlan, group: pd.DataFrame, parent: np.ndarray | None) -> pd.DataFrame:
+    """Solve one family (the rows of ``group`` are the children) and format the output rows."""
+    import time
+
+    start = time.perf_counter()
+    group = group.sort_values("geocode", kind="stable")  # Spark gives no order inside a group
+    answers = {
+        q.name: np.stack([np.asarray(v, dtype=np.float64) for v in group[f"q{i}"]])
+        for i, q in enumerate(plan.queries)
+    }
+    units = np.stack([np.asarray(u, dtype=np.int64) for u in group["units"]])
+    totals = group["total"].to_numpy(np.int64) if plan.totals_invariant else None
+    counts, note = solve_family(plan, parent, answers, units, totals)
+    seconds = time.perf_counter() - start
+    rows = []
+    for i, geocode in enumerate(group["geocode"]):
+        cells = np.flatnonzero(counts[i])
+        first = i == 0
+        rows.append(
+            (
+                geocode,
+                cells.astype(np.int32),
+                counts[i, cells].astype(np.int64),
+                int(first),
+                note if first else None,
+                seconds if first else 0.0,
+            )
+        )
+    return pd.DataFrame(rows, columns=SOLUTION_SCHEMA.fieldNames())
+
+
+# ---- Spark --------------------------------------------------------------------------------
+def children_frame(nmf: DataFrame, histograms: LevelHistograms, plan: LevelPlan) -> DataFrame:
+    """One row per geounit of the level: its noisy answers per query, units, (invariant) total."""
+    level_rows = nmf.filter(F.col("level") == plan.level)
+    pivot = level_rows.groupBy("geocode").agg(
+        *[
+            F.first(F.when(F.col("query") == q.name, F.col("values")), ignorenulls=True).alias(
+                f"q{i}"
+            )
+            for i, q in enumerate(plan.queries)
+        ]
+    )
+    invariants = histograms.frame.select(
+        "geocode",
+        "units",
+        # the true total is read only where it is an invariant, never otherwise
+        (
+            F.aggregate("counts", F.lit(0).cast("long"), lambda a, b: a + b)
+            if plan.totals_invariant
+            else F.lit(None).cast("long")
+        ).alias("total"),
+    )
+    return pivot.join(invariants, "geocode", "inner")
+
+
+def solve_root(
+    spark: SparkSession, config: Config, nmf: DataFrame, histograms: LevelHistograms
+) -> DataFrame:
+    """The root geounit alone, on the driver (it is one geounit)."""
+    plan = level_plan(config, histograms.level.name)
+    rows = children_frame(nmf, histograms, plan).limit(2).toPandas()
+    if len(rows) != 1:
+        raise UserError(
+            f"the run is rooted at level {plan.level!r}, which must hold exactly one geounit, "
+            f"but the input has {histograms.frame.count()} there (e.g. several states in a "
+            "state-rooted run)"
+        )
+    result = _family_rows(plan, rows, parent=None)
+    return spark.createDataFrame(result, SOLUTION_SCHEMA)
+
+
+def solve_level(
+    config: Config,
+    nmf: DataFrame,
+    histograms: LevelHistograms,
+    parent_level: Level,
+    parents: DataFrame,
+    counter: Accumulator | None = None,
+) -> DataFrame:
+    """Every parent of ``parent_level`` with all its children of this level, on the executors."""
+    plan = level_plan(config, histograms.level.name)
+    children = children_frame(nmf, histograms, plan).withColumn(
+        "parent",
+        F.substring("geocode", 1, parent_level.length) if parent_level.length else F.lit(""),
+    )
+    family = children.join(
+        parents.select(
+            F.col("geocode").alias("parent"),
+            F.col("cells").alias("parent_cells"),
+            F.col("counts").alias("parent_counts"),
+        ),
+        "parent",
+        "inner",
+    )
+    size = config.schema.size
+
+    def solve(group: pd.DataFrame) -> pd.DataFrame:
+        parent = np.zeros(size, dtype=np.int64)
+        parent[np.asarray(group["parent_cells"].iloc[0], dtype=np.int64)] = group[
+            "parent_counts"
+        ].iloc[0]
+        rows = _family_rows(plan, group, parent)
+        if counter is not None:
+            counter.add(1)
+        return rows
+
+    return family.groupBy("parent").applyInPandas(solve, SOLUTION_SCHEMA)
+
+
+def checkpoint_path(output: str, level: str) -> str:
+    return f"{output.rstrip('/')}/levels/{level}"
+
+
+def level_done(output: str, level: str) -> bool:
+    return (Path(checkpoint_path(output, level)) / "_SUCCESS").exists()
+
+
+@dataclass(frozen=True)
+class LevelReport:
+    """What the certificate says about one level's post-processing."""
+
+    level: str
+    solves: int
+    failsafes: tuple[tuple[str, str], ...]  # (parent's first child geocode, reason)
+    solve_seconds: float
+    reused: bool
+
+
+def solve_and_checkpoint(
+    spark: SparkSession,
+    config: Config,
+    nmf: DataFrame,
+    histograms: dict[str, LevelHistograms],
+    output: str,
+    index: int,
+    parents: DataFrame | None,
+    counter: Accumulator | None = None,
+) -> tuple[DataFrame, LevelReport]:
+    """One level: reuse its checkpoint if a previous run finished it, else solve and write it."""
+    level = config.geography.levels[index]
+    path = checkpoint_path(output, level.name)
+    reused = level_done(output, level.name)
+    if not reused:
+        if parents is None:
+            solved = solve_root(spark, config, nmf, histograms[level.name])
+        else:
+            parent_level = config.geography.levels[index - 1]
+            solved = solve_level(
+                config, nmf, histograms[level.name], parent_level, parents, counter
+            )
+        solved.write.mode("overwrite").parquet(path)
+    done = spark.read.schema(SOLUTION_SCHEMA).parquet(path)
+    return done, _report(done, level.name, reused)
+
+
+def _report(done: DataFrame, level: str, reused: bool) -> LevelReport:
+    stats = done.agg(F.sum("solves").alias("solves"), F.sum("seconds").alias("seconds")).collect()[
+        0
+    ]
+    failsafes = done.filter(F.col("failsafe").isNotNull()).select("geocode", "failsafe").collect()
+    for row in failsafes:
+        log.warning("level %s: failsafe used for the parent of %s: %s", level, row[0], row[1])
+    return LevelReport(
+        level=level,
+        solves=int(stats["solves"] or 0),
+        failsafes=tuple((r[0], r[1]) for r in failsafes),
+        solve_seconds=float(stats["seconds"] or 0.0),
+        reused=reused,
+    )

@@ -1,0 +1,273 @@
+"""Checking a finished run from what it wrote, independently of the engine's code paths.
+
+The validator reads the protected microdata, the noisy measurement file and the
+certificate back from disk, and the units and persons tables from the input, and checks
+with its own Spark queries (not the engine's recodes or solver): columns and domains,
+record numbering, structural zeros, the exact invariants (totals where configured, and
+group-quarters / housing-unit bounds per block), record counts, and that the certificate's
+budget adds up. It returns the list of violations; empty means valid.
+"""
+
+from __future__ import annotations
+
+import json
+from fractions import Fraction
+from pathlib import Path
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from das.config import Config, build_config
+from das.errors import UserError
+from das.measure import NMF_SCHEMA
+from das.schema import Schema
+from das.write import GEOGRAPHY_COLUMNS
+
+MAX_EXAMPLES = 5
+
+
+def load_run_config(output: str) -> Config:
+    marker = Path(output) / "run.json"
+    if not marker.exists():
+        raise UserError(f"{output} holds no das run (no run.json)")
+    return build_config(json.loads(marker.read_text()), str(marker))
+
+
+def validate_run(spark: SparkSession, input_dir: str, output: str) -> list[str]:
+    """Every violation found in the run written to ``output`` (empty list: valid)."""
+    config = load_run_config(output)
+    for part in ("mdf", "nmf", "certificate.json"):
+        if not (Path(output) / part).exists():
+            return [f"{output}/{part} is missing: the run did not finish"]
+    mdf = spark.read.parquet(f"{output}/mdf")
+    certificate = json.loads((Path(output) / "certificate.json").read_text())
+    problems = check_columns(mdf, config.schema)
+    if problems:
+        return problems
+    decoded = decode(mdf, config.schema)
+    units = _units(spark, config, input_dir)
+    problems += check_numbering(mdf)
+    problems += check_structural_zeros(decoded, config.schema)
+    problems += check_totals(spark, decoded, config, input_dir)
+    problems += check_facilities(decoded, units, config.schema)
+    problems += check_nmf(spark, output)
+    problems += check_certificate(certificate, mdf.count(), config)
+    return problems
+
+
+def _examples(frame: DataFrame, columns: list[str]) -> str:
+    rows = frame.select(*columns).limit(MAX_EXAMPLES).collect()
+    return "; ".join(", ".join(f"{c}={r[c]}" for c in columns) for r in rows)
+
+
+def _flag(frame: DataFrame, broken: Column, message: str, columns: list[str]) -> list[str]:
+    bad = frame.filter(broken)
+    count = bad.count()
+    return [f"{message}: {count} row(s), e.g. {_examples(bad, columns)}"] if count else []
+
+
+# ---- the checks ---------------------------------------------------------------------------
+def check_columns(mdf: DataFrame, schema: Schema) -> list[str]:
+    expected = [*GEOGRAPHY_COLUMNS, "EPNUM", *(c.name for c in schema.output)]
+    if sorted(mdf.columns) != sorted(expected):
+        return [f"mdf columns are {sorted(mdf.columns)}, expected {sorted(expected)}"]
+    problems = []
+    for name, (a, b) in GEOGRAPHY_COLUMNS.items():
+        problems += _flag(
+            mdf,
+            ~F.col(name).cast("string").rlike(f"^[0-9]{{{b - a}}}$"),
+            f"{name} is not a {b - a}-digit code",
+            [name],
+        )
+    problems += _flag(
+        mdf,
+        F.col("TABBLKGRPCE") != F.substring("TABBLK", 1, 1),
+        "TABBLKGRPCE is not the first digit of TABBLK",
+        ["TABBLKGRPCE", "TABBLK"],
+    )
+    for column in schema.output:
+        problems += _flag(
+            mdf,
+            F.col(column.name).isNull() | ~F.col(column.name).isin(list(set(column.values))),
+            f"{column.name} outside {sorted(set(column.values))}",
+            [column.name],
+        )
+    return problems
+
+
+def decode(mdf: DataFrame, schema: Schema) -> DataFrame:
+    """Add geoid and one column per attribute, decoded from an output column that names its levels."""
+    geoid = F.concat(*[F.col(c) for c in ("TABBLKST", "TABBLKCOU", "TABTRACTCE", "TABBLK")])
+    frame = mdf.withColumn("_geoid", geoid)
+    for attribute in schema.attributes:
+        column = next(
+            (
+                c
+                for c in schema.output
+                if c.attribute == attribute.name and len(set(c.values)) == len(c.values)
+            ),
+            None,
+        )
+        if column is None:
+            raise UserError(f"schema {schema.name}: no output column identifies {attribute.name!r}")
+        level = F.lit(None).cast("int")
+        for index, value in enumerate(column.values):
+            level = F.when(F.col(column.name) == value, F.lit(index)).otherwise(level)
+        frame = frame.withColumn(f"_a_{attribute.name}", level)
+    return frame
+
+
+def check_numbering(mdf: DataFrame) -> list[str]:
+    block = ["TABBLKST", "TABBLKCOU", "TABTRACTCE", "TABBLK"]
+    stats = mdf.groupBy(*block).agg(
+        F.count(F.lit(1)).alias("n"),
+        F.min("EPNUM").alias("lo"),
+        F.max("EPNUM").alias("hi"),
+        F.countDistinct("EPNUM").alias("d"),
+    )
+    return _flag(
+        stats,
+        (F.col("lo") != 1) | (F.col("hi") != F.col("n")) | (F.col("d") != F.col("n")),
+        "EPNUM is not 1..n inside a block",
+        [*block, "n", "lo", "hi"],
+    )
+
+
+def check_structural_zeros(decoded: DataFrame, schema: Schema) -> list[str]:
+    problems = []
+    for zero in schema.structural_zeros:
+        broken = F.lit(True)
+        for attribute, levels in zero.items():
+            broken = broken & F.col(f"_a_{attribute}").isin(list(levels))
+        problems += _flag(
+            decoded,
+            broken,
+            f"records in structural zero {dict(zero)}",
+            ["_geoid", *[c.name for c in schema.output]],
+        )
+    return problems
+
+
+def check_totals(
+    spark: SparkSession, decoded: DataFrame, config: Config, input_dir: str
+) -> list[str]:
+    """Where the total is invariant, every geounit's record count equals the input's."""
+    level_name = config.total_invariant_level
+    if level_name is None:
+        return []
+    geo = config.geography
+    source = _records_table(spark, config, input_dir)
+    problems = []
+    for level in geo.levels[: geo.index(level_name) + 1]:
+
+        def per_geounit(
+            frame: DataFrame, geoid: str, name: str, length: int = level.length
+        ) -> DataFrame:
+            code = F.substring(geoid, 1, length) if length else F.lit("")
+            return frame.groupBy(code.alias("geocode")).agg(F.count(F.lit(1)).alias(name))
+
+        both = (
+            per_geounit(decoded, "_geoid", "protected")
+            .join(per_geounit(source, "geoid", "input"), "geocode", "full_outer")
+            .fillna(0)
+        )
+        problems += _flag(
+            both,
+            F.col("protected") != F.col("input"),
+            f"invariant total broken at level {level.name}",
+            ["geocode", "protected", "input"],
+        )
+    return problems
+
+
+def check_facilities(decoded: DataFrame, units: DataFrame, schema: Schema) -> list[str]:
+    """Per block and facility type: at least one person per facility, none without a unit."""
+    if schema.facility_attribute is None:
+        return []
+    attr = f"_a_{schema.facility_attribute}"
+    people = decoded.groupBy(F.col("_geoid").alias("geoid"), F.col(attr).alias("gqtype")).agg(
+        F.count(F.lit(1)).alias("persons")
+    )
+    facilities = units.groupBy("geoid", "gqtype").agg(
+        F.sum(F.when((F.col("gqtype") == 0) | F.col("occupied"), 1).otherwise(0)).alias(
+            "facilities"
+        ),
+        F.count(F.lit(1)).alias("listed"),
+    )
+    both = people.join(facilities, ["geoid", "gqtype"], "full_outer").fillna(0)
+    return _flag(
+        both,
+        (F.col("gqtype") > 0) & (F.col("persons") < F.col("facilities")),
+        "fewer group-quarters residents than occupied facilities",
+        ["geoid", "gqtype", "persons", "facilities"],
+    ) + _flag(
+        both,
+        (F.col("persons") > 0) & (F.col("facilities") == 0),
+        "persons in a type of unit the block does not have",
+        ["geoid", "gqtype", "persons"],
+    )
+
+
+def check_nmf(spark: SparkSession, output: str) -> list[str]:
+    nmf = spark.read.parquet(f"{output}/nmf")
+    if nmf.columns != NMF_SCHEMA.fieldNames():
+        return [
+            f"nmf columns are {nmf.columns}, expected {NMF_SCHEMA.fieldNames()} (and no raw counts)"
+        ]
+    return []
+
+
+def check_certificate(certificate: dict, records: int, config: Config) -> list[str]:
+    problems = []
+    if certificate.get("records", {}).get("output_records") != records:
+        problems.append(
+            f"certificate says {certificate.get('records')} records, the mdf has {records}"
+        )
+    privacy = certificate["privacy"]
+    total = sum(
+        (
+            Fraction(q["rho"]["exact"])
+            for lv in privacy["levels"].values()
+            for q in lv["queries"].values()
+        ),
+        start=Fraction(0),
+    )
+    if total != Fraction(privacy["rho"]["exact"]) or total != config.budget.rho:
+        problems.append(
+            f"certificate budget does not add up: queries sum to {total}, "
+            f"certificate rho {privacy['rho']['exact']}, config rho {config.budget.rho}"
+        )
+    return problems
+
+
+# ---- input tables, read directly --------------------------------------------------------
+def _read_table(spark: SparkSession, config: Config, input_dir: str, name: str) -> DataFrame:
+    settings = config.file.input
+    path = f"{input_dir.rstrip('/')}/{name}"
+    frame = (
+        spark.read.option("header", True).csv(path)
+        if settings.format == "csv"
+        else spark.read.parquet(path)
+    )
+    for contract, actual in settings.columns.items():
+        if actual in frame.columns:
+            frame = frame.withColumnRenamed(actual, contract)
+    return frame
+
+
+def _units(spark: SparkSession, config: Config, input_dir: str) -> DataFrame:
+    units = _read_table(spark, config, input_dir, config.file.input.units)
+    return units.select(
+        "geoid",
+        F.col("gqtype").cast("int").alias("gqtype"),
+        F.col("occupied").cast("boolean").alias("occupied"),
+    )
+
+
+def _records_table(spark: SparkSession, config: Config, input_dir: str) -> DataFrame:
+    if config.schema.record == "units":
+        units = _units(spark, config, input_dir)
+        for column, allowed in config.schema.record_filter.items():
+            units = units.filter(F.col(column).isin(list(allowed)))
+        return units
+    return _read_table(spark, config, input_dir, config.file.input.persons).select("geoid")
