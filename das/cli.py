@@ -63,6 +63,12 @@ def parser() -> argparse.ArgumentParser:
     blocks.add_argument("path", help="block-count Parquet, e.g. ri_2010_block.parquet")
     blocks.add_argument("--seed", type=int, required=True)
     blocks.add_argument("--out", required=True)
+    pl94 = kinds.add_parser(
+        "pl94", help="a P.L. 94-171 block table (2018 End-to-End prototype) as records"
+    )
+    pl94.add_argument("path", help="e.g. ri2018_e2e_pl_prototype_subset.parquet")
+    pl94.add_argument("--seed", type=int, required=True)
+    pl94.add_argument("--out", required=True)
     synthetic = kinds.add_parser("synthetic", help="a synthetic state of any size")
     synthetic.add_argument("--persons", type=int, required=True)
     synthetic.add_argument("--counties", type=int, help="number of counties (default: by size)")
@@ -88,6 +94,10 @@ def fixture_command(args: argparse.Namespace) -> None:
         from das.fixture_blocks import write_blocks_fixture
 
         summary = write_blocks_fixture(Path(args.path), Path(args.out), args.seed)
+    elif args.kind == "pl94":
+        from das.fixture_pl94 import write_pl94_fixture
+
+        summary = write_pl94_fixture(Path(args.path), Path(args.out), args.seed)
     else:
         from das.fixture_synthetic import write_synthetic_fixture
 

@@ -80,6 +80,8 @@ class PostprocessSection(_Section):
 
 class SparkSection(_Section):
     master: str = "local[*]"
+    #: Memory of the local driver JVM (das run only; it also runs the local executors).
+    driver_memory: str = Field(default="4g", pattern=r"^[0-9]+[kmgt]$")
     shuffle_partitions: int = Field(default=8, ge=1)
     log_level: Literal["ERROR", "WARN", "INFO", "DEBUG"] = "ERROR"
 

@@ -5,7 +5,7 @@ real data) is split into counties (heavy-tailed sizes), tracts of about 4,000 pe
 groups of about 1,500 and blocks: 30-55% of blocks are empty and populated blocks have
 lognormal sizes. Each tract draws its own Hispanic/race mix and share of adults around the
 state's, and each block varies around its tract. These block counts then go through the
-same record builder as the real-data fixture (``das.fixture_common``: CENRACE, ages, group
+same record builder as the real-data fixture (``das.fixture_records``: CENRACE, ages, group
 quarters, households, vacant units).
 
 Counties are generated and written one at a time with independent seeds spawned from the
@@ -21,18 +21,17 @@ from pathlib import Path
 import numpy as np
 
 from das.errors import UserError
-from das.fixture_common import (
+from das.fixture_arrays import apportion
+from das.fixture_common import FixtureSummary, write_fixture
+from das.fixture_rates import (
     HISPANIC_18PLUS_BY_CENRACE,
     HISPANIC_BY_CENRACE,
     NOT_HISPANIC_18PLUS_BY_CENRACE,
     NOT_HISPANIC_BY_CENRACE,
     PROVIDENCE_PERSONS,
-    BlockCounts,
-    FixtureSummary,
-    apportion,
     probabilities,
-    write_fixture,
 )
+from das.fixture_records import BlockCounts
 
 log = logging.getLogger("das.fixture")
 
@@ -111,8 +110,10 @@ def write_synthetic_fixture(
     if counties is None:
         counties = int(np.clip(round(persons / PERSONS_PER_COUNTY), 1, MAX_COUNTIES))
     if not 1 <= counties <= min(MAX_COUNTIES, persons):
-        raise UserError(f"counties must be between 1 and {min(MAX_COUNTIES, persons)} "
-                        f"(at most one per person, at most {MAX_COUNTIES}), got {counties}")
+        raise UserError(
+            f"counties must be between 1 and {min(MAX_COUNTIES, persons)} "
+            f"(at most one per person, at most {MAX_COUNTIES}), got {counties}"
+        )
     seeds = np.random.SeedSequence(seed).spawn(counties + 1)
     state_rng = np.random.default_rng(seeds[0])
     county_persons = 1 + apportion(
@@ -120,10 +121,16 @@ def write_synthetic_fixture(
         state_rng.lognormal(0.0, COUNTY_SIZE_SIGMA, size=counties),
         np.zeros(counties, dtype=np.int64),
     )
-    log.info("synthetic fixture: %d persons in %d counties (largest %d), seed %d",
-             persons, counties, county_persons.max(), seed)
-    return write_fixture(_county_chunks(county_persons, seeds[1:]), Path(out),
-                         label="synthetic fixture")
+    log.info(
+        "synthetic fixture: %d persons in %d counties (largest %d), seed %d",
+        persons,
+        counties,
+        county_persons.max(),
+        seed,
+    )
+    return write_fixture(
+        _county_chunks(county_persons, seeds[1:]), Path(out), label="synthetic fixture"
+    )
 
 
 def _county_chunks(
@@ -139,8 +146,7 @@ def county_blocks(county: int, persons: int, rng: np.random.Generator) -> BlockC
     """Block counts of one county: geography, block sizes, then who lives in each block."""
     tract_of_block, block_pop, tract_code, block_code = _geography(persons, rng)
     counts = _composition(block_pop, tract_of_block, int(tract_code.size), rng)
-    geoid = (STATE_FIPS * 10**13 + county * 10**10 + tract_code[tract_of_block] * 10**4
-             + block_code)
+    geoid = STATE_FIPS * 10**13 + county * 10**10 + tract_code[tract_of_block] * 10**4 + block_code
     return BlockCounts(geoids=geoid.astype(str), counts=counts)
 
 
@@ -160,13 +166,18 @@ def _geography(
     bg_tract = np.repeat(np.arange(n_tracts), n_bg)
     bg_digit = 1 + np.arange(bg_tract.size) - np.repeat(np.cumsum(n_bg) - n_bg, n_bg)
 
-    n_populated = np.clip(np.rint(bg_pop / PERSONS_PER_POPULATED_BLOCK), 1,
-                          MAX_BLOCKS_PER_BLOCK_GROUP).astype(np.int64)
+    n_populated = np.clip(
+        np.rint(bg_pop / PERSONS_PER_POPULATED_BLOCK), 1, MAX_BLOCKS_PER_BLOCK_GROUP
+    ).astype(np.int64)
     n_populated = np.minimum(n_populated, bg_pop)
-    empty_odds = rng.gamma(EMPTY_ODDS_SHAPE, EMPTY_BLOCK_SHARE / (1 - EMPTY_BLOCK_SHARE)
-                           / EMPTY_ODDS_SHAPE, size=bg_pop.size)
-    n_empty = np.minimum(np.rint(n_populated * empty_odds).astype(np.int64),
-                         MAX_BLOCKS_PER_BLOCK_GROUP - n_populated)
+    empty_odds = rng.gamma(
+        EMPTY_ODDS_SHAPE,
+        EMPTY_BLOCK_SHARE / (1 - EMPTY_BLOCK_SHARE) / EMPTY_ODDS_SHAPE,
+        size=bg_pop.size,
+    )
+    n_empty = np.minimum(
+        np.rint(n_populated * empty_odds).astype(np.int64), MAX_BLOCKS_PER_BLOCK_GROUP - n_populated
+    )
     populated_pop = _split(bg_pop, n_populated, BLOCK_SIZE_SIGMA, rng)
 
     n_blocks = n_populated + n_empty

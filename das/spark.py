@@ -27,14 +27,21 @@ def spark_session(settings: SparkSection, app_name: str = "das") -> SparkSession
     builder = SparkSession.builder.appName(app_name)
     if not _launched_by_spark_submit():
         log4j = resources.files("das").joinpath("log4j2.properties")
-        builder = builder.master(settings.master).config(
-            "spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{log4j}"
+        builder = (
+            builder.master(settings.master)
+            .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{log4j}")
+            .config("spark.driver.memory", settings.driver_memory)
         )
     spark = (
         builder.config("spark.sql.shuffle.partitions", str(settings.shuffle_partitions))
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.session.timeZone", "UTC")
+        # Every join here is large on both sides (persons x units, children x parents);
+        # size estimates from compressed Parquet made Spark broadcast them and run the
+        # driver out of memory, so broadcasting is off.
+        .config("spark.sql.autoBroadcastJoinThreshold", "-1")
+        .config("spark.sql.adaptive.autoBroadcastJoinThreshold", "-1")
         # codes such as county "003" are strings: never let a partition directory become 3
         .config("spark.sql.sources.partitionColumnTypeInference.enabled", "false")
         .getOrCreate()

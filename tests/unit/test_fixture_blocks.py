@@ -1,6 +1,6 @@
 """The real-block-counts fixture: every source count reproduced, unit rules, determinism.
 
-Also checks that the distributions written as constants in ``das.fixture_common`` match
+Also checks that the distributions written as constants in ``das.fixture_rates`` match
 the public files they cite (skipped where ``../shared/data/real`` is absent).
 """
 
@@ -15,6 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from das import fixture_common as fc
+from das import fixture_rates as fr
 from das import fixture_synthetic as fs
 from das.errors import UserError
 from das.fixture_blocks import COUNT_COLUMNS, write_blocks_fixture
@@ -31,7 +32,7 @@ def _row(geoid: str, pop: dict[str, int], vap: dict[str, int]) -> dict[str, obje
     """One source row with totals that satisfy the identities."""
     row: dict[str, object] = {"GEOID": geoid}
     for prefix, parts in (("pop", pop), ("vap", vap)):
-        for g in fc.GROUPS:
+        for g in fr.GROUPS:
             row[f"{prefix}_{g}"] = parts.get(g, 0)
         row[prefix] = sum(parts.values())
     return row
@@ -41,15 +42,24 @@ def _hand_rows() -> list[dict[str, object]]:
     """Small blocks covering the awkward cases: empty, all adult, all minors, big, 2 counties."""
     return [
         _row("440010001001000", {}, {}),
-        _row("440010001001001", {"white": 250, "black": 30, "hisp": 20, "two": 5},
-             {"white": 250, "black": 30, "hisp": 20, "two": 5}),
-        _row("440010001001002", {"white": 20, "hisp": 12, "asian": 4, "two": 4},
-             {"white": 15, "hisp": 6, "asian": 4, "two": 1}),
+        _row(
+            "440010001001001",
+            {"white": 250, "black": 30, "hisp": 20, "two": 5},
+            {"white": 250, "black": 30, "hisp": 20, "two": 5},
+        ),
+        _row(
+            "440010001001002",
+            {"white": 20, "hisp": 12, "asian": 4, "two": 4},
+            {"white": 15, "hisp": 6, "asian": 4, "two": 1},
+        ),
         _row("440010001002000", {"hisp": 3, "white": 2}, {}),
-        _row("440010002001000", {g: 150 for g in fc.GROUPS}, {g: 110 for g in fc.GROUPS}),
+        _row("440010002001000", {g: 150 for g in fr.GROUPS}, {g: 110 for g in fr.GROUPS}),
         _row("440010002001001", {"nhpi": 1}, {"nhpi": 1}),
-        _row("440030001001000", {"aian": 7, "other": 9, "hisp": 900, "white": 600},
-             {"aian": 7, "other": 5, "hisp": 650, "white": 560}),
+        _row(
+            "440030001001000",
+            {"aian": 7, "other": 9, "hisp": 900, "white": 600},
+            {"aian": 7, "other": 5, "hisp": 650, "white": 560},
+        ),
         _row("440030001001001", {}, {}),
     ]
 
@@ -83,7 +93,7 @@ def _assert_reproduces(source: Path, out: Path) -> None:
     got = _recount(pd.read_parquet(out / "persons.parquet"))
     assert set(got.index) <= set(expected.index)
     got = got.reindex(index=expected.index, columns=list(COUNT_COLUMNS), fill_value=0)
-    mismatch = (got.fillna(0).astype(np.int64) != expected.astype(np.int64))
+    mismatch = got.fillna(0).astype(np.int64) != expected.astype(np.int64)
     assert not mismatch.to_numpy().any(), expected[mismatch.any(axis=1)].head()
 
 
@@ -102,7 +112,9 @@ def test_hand_source_reproduces_every_column(tmp_path: Path) -> None:
     assert summary.persons == persons.num_rows == sum(r["pop"] for r in _hand_rows())
     assert summary.units == units.num_rows
     assert (summary.blocks, summary.populated_blocks) == (8, 6)
-    assert summary.paths == tuple(tmp_path / "out" / f for f in ("persons.parquet", "units.parquet"))
+    assert summary.paths == tuple(
+        tmp_path / "out" / f for f in ("persons.parquet", "units.parquet")
+    )
 
 
 def test_hand_source_meets_unit_rules(tmp_path: Path) -> None:
@@ -117,7 +129,7 @@ def test_hand_source_meets_unit_rules(tmp_path: Path) -> None:
         u = units.to_pandas()
         # the all-minor block has no adult-only facility (correctional, nursing, college, military)
         minors_only = u[u.geoid == "440010001002000"]
-        assert not minors_only.gqtype.isin(list(fc.GQ_ADULT_ONLY)).any()
+        assert not minors_only.gqtype.isin(list(fr.GQ_ADULT_ONLY)).any()
 
 
 def test_fixture_problems_detects_broken_rules(tmp_path: Path) -> None:
@@ -129,8 +141,9 @@ def test_fixture_problems_detects_broken_rules(tmp_path: Path) -> None:
     flipped = units.set_column(3, "occupied", pa.array(~occupied))
     assert "a vacant housing unit has persons" in fc.fixture_problems(persons, flipped)
     young = persons.set_column(3, "age", pa.array(np.zeros(persons.num_rows, dtype=np.int16)))
-    nursing = units.set_column(2, "gqtype", pa.array(np.where(
-        occupied, fc.NURSING, 0).astype(np.int16)))
+    nursing = units.set_column(
+        2, "gqtype", pa.array(np.where(occupied, fr.NURSING, 0).astype(np.int16))
+    )
     assert "a nursing-facility resident is under 18" in fc.fixture_problems(young, nursing)
     dup = persons.set_column(0, "person_id", pa.array(np.zeros(persons.num_rows, np.int64)))
     assert "person_id not unique" in fc.fixture_problems(dup, units)
@@ -143,7 +156,8 @@ def test_same_seed_same_bytes_other_seed_differs(tmp_path: Path) -> None:
     for f in ("persons.parquet", "units.parquet"):
         assert (tmp_path / "a" / f).read_bytes() == (tmp_path / "b" / f).read_bytes()
     assert (tmp_path / "a" / "persons.parquet").read_bytes() != (
-        tmp_path / "c" / "persons.parquet").read_bytes()
+        tmp_path / "c" / "persons.parquet"
+    ).read_bytes()
 
 
 def _broken(rows: list[dict[str, object]], index: int, **changes: object) -> list[dict]:
@@ -157,7 +171,11 @@ def _broken(rows: list[dict[str, object]], index: int, **changes: object) -> lis
     [
         (_hand_rows(), "vap_two", "missing column(s) vap_two"),
         (_broken(_hand_rows(), 2, pop=41), None, "row 2 (GEOID 440010001001002): pop = 41"),
-        (_broken(_hand_rows(), 4, vap_asian=151, vap=921), None, "vap_asian = 151 exceeds pop_asian = 150"),
+        (
+            _broken(_hand_rows(), 4, vap_asian=151, vap=921),
+            None,
+            "vap_asian = 151 exceeds pop_asian = 150",
+        ),
         (_broken(_hand_rows(), 1, vap_black=29), None, "vap = 305 but vap_hisp"),
         (_broken(_hand_rows(), 3, pop_white=-1, pop=2), None, "column pop_white = -1"),
         (_broken(_hand_rows(), 5, GEOID="44001000200100"), None, "'44001000200100' is not 15"),
@@ -219,10 +237,10 @@ def test_ri_meets_unit_rules_and_realistic_rates(ri_state: tuple[Path, Path]) ->
     assert 0 < gq_blocks < 0.1 * p.geoid.nunique()  # GQ concentrated in few blocks
     # Hispanic CENRACE follows the stated PROVIDENCE mix (Some Other Race alone ~ 50%)
     hisp = p[p.hispanic]
-    expected = fc.HISPANIC_BY_CENRACE[5] / sum(fc.HISPANIC_BY_CENRACE)
+    expected = fr.HISPANIC_BY_CENRACE[5] / sum(fr.HISPANIC_BY_CENRACE)
     assert abs((hisp.cenrace == 6).mean() - expected) < 0.03
     # ages: nursing residents 65+, adults 18+ draw from the pseudopeople ages (max 100)
-    nursing = p.unit_id.isin(u.unit_id[u.gqtype == fc.NURSING])
+    nursing = p.unit_id.isin(u.unit_id[u.gqtype == fr.NURSING])
     assert (p.age[nursing] >= 65).all() and p.age.max() <= 100
 
 
@@ -240,7 +258,7 @@ def test_p1_field_layout_is_cenrace_code_order() -> None:
     sizes = [len(c) for c in cenrace_combinations()]
     assert [sizes.count(k) for k in range(1, 7)] == [6, 15, 20, 15, 6, 1]
     assert sizes == sorted(sizes) and cenrace_combinations()[6] == (0, 1)  # code 7 = White;Black
-    for table in (fc.HISPANIC_BY_CENRACE, fc.NOT_HISPANIC_18PLUS_BY_CENRACE):
+    for table in (fr.HISPANIC_BY_CENRACE, fr.NOT_HISPANIC_18PLUS_BY_CENRACE):
         assert len(table) == 63
 
 
@@ -252,18 +270,18 @@ def test_cenrace_constants_match_ri2018_prototype() -> None:
     p1, p2 = _cenrace_cells(county, "P0010", 0), _cenrace_cells(county, "P0020", 2)
     p3, p4 = _cenrace_cells(county, "P0030", 0), _cenrace_cells(county, "P0040", 2)
     assert p1.sum() == county.P0010001 and p2.sum() == county.P0020003
-    assert tuple(p1 - p2) == fc.HISPANIC_BY_CENRACE
-    assert tuple(p3 - p4) == fc.HISPANIC_18PLUS_BY_CENRACE
-    assert tuple(p2) == fc.NOT_HISPANIC_BY_CENRACE
-    assert tuple(p4) == fc.NOT_HISPANIC_18PLUS_BY_CENRACE
-    assert sum(fc.HISPANIC_BY_CENRACE) == county.P0020002
-    assert (county.P0050001, county.P0010001) == (fc.PROVIDENCE_GQ_PERSONS, fc.PROVIDENCE_PERSONS)
+    assert tuple(p1 - p2) == fr.HISPANIC_BY_CENRACE
+    assert tuple(p3 - p4) == fr.HISPANIC_18PLUS_BY_CENRACE
+    assert tuple(p2) == fr.NOT_HISPANIC_BY_CENRACE
+    assert tuple(p4) == fr.NOT_HISPANIC_18PLUS_BY_CENRACE
+    assert sum(fr.HISPANIC_BY_CENRACE) == county.P0020002
+    assert (county.P0050001, county.P0010001) == (fr.PROVIDENCE_GQ_PERSONS, fr.PROVIDENCE_PERSONS)
     blocks = frame[frame.SUMLEV == "750"]
-    assert blocks.H0010001.sum() == fc.PROVIDENCE_BLOCK_HOUSING_UNITS
-    assert blocks.H0010002.sum() == fc.PROVIDENCE_BLOCK_OCCUPIED
+    assert blocks.H0010001.sum() == fr.PROVIDENCE_BLOCK_HOUSING_UNITS
+    assert blocks.H0010002.sum() == fr.PROVIDENCE_BLOCK_OCCUPIED
     empty = blocks[blocks.P0010001 == 0]
-    assert len(empty) == fc.PROVIDENCE_EMPTY_BLOCKS
-    assert (empty.H0010001 > 0).sum() == fc.PROVIDENCE_EMPTY_BLOCKS_WITH_UNITS
+    assert len(empty) == fr.PROVIDENCE_EMPTY_BLOCKS
+    assert (empty.H0010001 > 0).sum() == fr.PROVIDENCE_EMPTY_BLOCKS_WITH_UNITS
 
 
 def test_age_and_household_constants_match_pseudopeople() -> None:
@@ -271,11 +289,11 @@ def test_age_and_household_constants_match_pseudopeople() -> None:
         pytest.skip(f"{PSEUDOPEOPLE} not present")
     frame = pd.read_parquet(PSEUDOPEOPLE)
     year = frame[frame.year == 2020]
-    assert tuple(np.bincount(year.age)) == fc.AGE_COUNTS
+    assert tuple(np.bincount(year.age)) == fr.AGE_COUNTS
     sizes = year[year.housing_type == "Household"].groupby("household_id").size()
     counts = sizes.value_counts()
-    assert {k: int(counts.get(k, 0)) for k in fc.HOUSEHOLD_SIZE_COUNTS} == fc.HOUSEHOLD_SIZE_COUNTS
-    assert counts.index.max() == max(fc.HOUSEHOLD_SIZE_COUNTS)
+    assert {k: int(counts.get(k, 0)) for k in fr.HOUSEHOLD_SIZE_COUNTS} == fr.HOUSEHOLD_SIZE_COUNTS
+    assert counts.index.max() == max(fr.HOUSEHOLD_SIZE_COUNTS)
 
 
 def test_block_size_constants_match_ri_2010() -> None:

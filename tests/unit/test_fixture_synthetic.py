@@ -10,6 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from das import fixture_common as fc
+from das import fixture_rates as fr
 from das.errors import UserError
 from das.fixture_synthetic import write_synthetic_fixture
 
@@ -25,11 +26,10 @@ def state(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, fc.FixtureSum
     return out, write_synthetic_fixture(200_000, out, seed=42)
 
 
-@pytest.mark.parametrize(("persons", "counties"), [(1, None), (2, 2), (500, None), (500, 3),
-                                                   (12_345, None), (12_345, 7)])
-def test_exact_person_count_and_rules(
-    tmp_path: Path, persons: int, counties: int | None
-) -> None:
+@pytest.mark.parametrize(
+    ("persons", "counties"), [(1, None), (2, 2), (500, None), (500, 3), (12_345, None), (12_345, 7)]
+)
+def test_exact_person_count_and_rules(tmp_path: Path, persons: int, counties: int | None) -> None:
     summary = write_synthetic_fixture(persons, tmp_path, seed=5, counties=counties)
     p, u = pq.read_table(tmp_path / "persons.parquet"), pq.read_table(tmp_path / "units.parquet")
     assert summary.persons == p.num_rows == persons
@@ -63,7 +63,7 @@ def test_state_shape(state: tuple[Path, fc.FixtureSummary]) -> None:
     assert 0.20 <= (p.age < 18).mean() <= 0.26  # U.S. 2020: 22.1%
     resident_type = p.unit_id.map(u.set_index("unit_id").gqtype)
     assert 0.015 <= (resident_type > 0).mean() <= 0.035  # GQ_SHARE 2.6%
-    assert set(u.gqtype[u.gqtype > 0]) == set(fc.GQ_TYPES)  # all 7 types somewhere
+    assert set(u.gqtype[u.gqtype > 0]) == set(fr.GQ_TYPES)  # all 7 types somewhere
     gq_blocks = p.geoid[resident_type > 0].nunique()
     assert gq_blocks < 0.1 * summary.populated_blocks  # concentrated in few blocks
     housing = u[u.gqtype == 0]
@@ -93,8 +93,13 @@ def test_same_seed_same_bytes_other_seed_differs(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("persons", "counties", "message"),
-    [(0, None, "--persons"), (-3, None, "--persons"), (10, 0, "counties"), (10, 11, "counties"),
-     (10**6, 500, "counties")],
+    [
+        (0, None, "--persons"),
+        (-3, None, "--persons"),
+        (10, 0, "counties"),
+        (10, 11, "counties"),
+        (10**6, 500, "counties"),
+    ],
 )
 def test_bad_arguments(tmp_path: Path, persons: int, counties: int | None, message: str) -> None:
     with pytest.raises(UserError, match=message):

@@ -1,0 +1,148 @@
+"""Small helpers shared by the benchmark scripts: where, when and on what a figure was measured.
+
+A benchmark figure means little without its machine (cores, versions), the code it measured
+(git commit) and the time it was taken, so every result file carries them. Results go to
+``bench/results/<name>.json``; ``print_table`` prints the same figures as plain text.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import platform
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+BENCH_DIR = Path(__file__).resolve().parent
+REPO_ROOT = BENCH_DIR.parent
+RESULTS_DIR = BENCH_DIR / "results"
+
+
+def package_version(name: str) -> str | None:
+    """Installed version of a distribution, or None when it is not installed."""
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def machine_info() -> dict[str, Any]:
+    """CPU count (all and usable), load, memory, platform and the versions that matter here.
+
+    The load average is included because the machine may be shared: a figure taken under
+    load is slower for reasons that are not the code's.
+    """
+    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
+    info: dict[str, Any] = {
+        "cpu_count": os.cpu_count(),
+        "usable_cpus": usable,
+        "load_average": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
+        "memory_bytes": _total_memory(),
+        "platform": platform.platform(),
+        "machine": platform.machine(),
+        "python": sys.version.split()[0],
+        "numpy": package_version("numpy"),
+        "pyspark": package_version("pyspark"),
+        "pyarrow": package_version("pyarrow"),
+    }
+    return info
+
+
+def _total_memory() -> int | None:
+    try:
+        import psutil
+    except ImportError:
+        return None
+    return int(psutil.virtual_memory().total)
+
+
+def git_commit() -> str | None:
+    """The checked-out commit (``git rev-parse HEAD``, read-only), or None outside git.
+
+    The working tree may hold uncommitted changes; the commit is what the figure is closest to.
+    """
+    try:
+        done = subprocess.run(
+            ["git", "rev-parse", "HEAD"],
+            cwd=REPO_ROOT,
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    commit = done.stdout.strip()
+    return commit if done.returncode == 0 and commit else None
+
+
+def timestamp() -> str:
+    """Now, in UTC, ISO 8601 to the second (e.g. ``2025-01-31T12:00:00+00:00``)."""
+    return dt.datetime.now(dt.UTC).replace(microsecond=0).isoformat()
+
+
+def run_metadata() -> dict[str, Any]:
+    """What every result file records besides its figures: time, commit, machine."""
+    return {"timestamp": timestamp(), "git_commit": git_commit(), "machine": machine_info()}
+
+
+def write_results(name: str, data: Mapping[str, Any]) -> Path:
+    """Write ``{"benchmark": name, timestamp, git_commit, machine, **data}`` to
+    ``bench/results/<name>.json`` (folder created; replaced atomically) and return the path."""
+    RESULTS_DIR.mkdir(parents=True, exist_ok=True)
+    path = RESULTS_DIR / f"{name}.json"
+    tmp = path.with_name(path.name + ".tmp")
+    payload = {"benchmark": name, **run_metadata(), **data}
+    tmp.write_text(json.dumps(payload, indent=2, sort_keys=False, default=str) + "\n")
+    os.replace(tmp, path)
+    return path
+
+
+def format_cell(value: object) -> str:
+    """Numbers readable at a glance: thousands separators, about 3 significant decimals."""
+    if isinstance(value, bool) or value is None:
+        return "-" if value is None else str(value)
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, float):
+        if abs(value) >= 100:
+            return f"{value:,.0f}"
+        if abs(value) >= 1:
+            return f"{value:.2f}"
+        return f"{value:.3g}"
+    return str(value)
+
+
+def _is_numeric_column(values: Sequence[object]) -> bool:
+    """Numbers (missing values allowed) are right-aligned; anything else left-aligned."""
+    present = [v for v in values if v is not None]
+    return bool(present) and all(
+        isinstance(v, int | float) and not isinstance(v, bool) for v in present
+    )
+
+
+def print_table(
+    headers: Sequence[str], rows: Sequence[Sequence[object]], title: str | None = None
+) -> None:
+    """Print rows under headers as a plain aligned table (numbers right-aligned)."""
+    cells = [[format_cell(v) for v in row] for row in rows]
+    widths = [max([len(h), *(len(r[i]) for r in cells)]) for i, h in enumerate(headers)]
+    numeric = [_is_numeric_column([row[i] for row in rows]) for i in range(len(headers))]
+
+    def line(values: Sequence[str]) -> str:
+        return "  ".join(
+            v.rjust(w) if num else v.ljust(w)
+            for v, w, num in zip(values, widths, numeric, strict=True)
+        ).rstrip()
+
+    if title:
+        print(title)
+    print(line(list(headers)))
+    print(line(["-" * w for w in widths]))
+    for row in cells:
+        print(line(row))
