@@ -22,7 +22,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from das.config import Config
-from das.errors import UserError
+from das.errors import InternalError, UserError
 from das.geography import Level
 from das.optimize import UNBOUNDED, FixedQuery, Measurement, ParentProblem, solve_parent
 from das.read import LevelHistograms
@@ -53,6 +53,7 @@ class LevelPlan:
     passes: tuple[tuple[str, ...], ...]
     totals_invariant: bool
     schema: Schema
+    failsafe: bool
 
 
 def level_plan(config: Config, level: str) -> LevelPlan:
@@ -69,6 +70,7 @@ def level_plan(config: Config, level: str) -> LevelPlan:
         ),
         totals_invariant=inv is not None and geo.index(level) <= geo.index(inv),
         schema=config.schema,
+        failsafe=config.file.postprocess.failsafe,
     )
 
 
@@ -126,6 +128,11 @@ def solve_family(
         )
         solution = solve_parent(problem)
         counts = solution.counts
+        if solution.failsafe_used and not plan.failsafe:
+            raise InternalError(
+                f"level {plan.level}: infeasible parent and postprocess.failsafe is "
+                f"off ({solution.failsafe_reason})"
+            )
         if solution.failsafe_used:
             notes.append(f"{'+'.join(pass_queries)}: {solution.failsafe_reason}")
         totals = counts.sum(axis=1)
