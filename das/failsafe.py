@@ -4,23 +4,26 @@ Feasibility depends only on the constraints, which see a child's blocks through 
 "constraint blocks" (blocks alike for the facility grouping and every equality row; for
 the usual passes, one per facility group). So the check is a small LP over
 children x constraint blocks, solved by HiGHS in about a millisecond, and its vertex,
-spread back over blocks, is a sparse feasible point the L2 solver starts its working set
-from.
+spread back over blocks, is a sparse feasible point whose support the L2 solver's first
+guess includes, so every equality can be met on it.
 
 If the LP is infeasible (inconsistent inputs: group lower bounds above a fixed total,
 totals not summing to the parent, ...), a national run must not stop. The failsafe relaxes
 constraint kinds in ``RELAXATION_ORDER``, least important first, each time allowing the
-earlier kinds too: group upper bounds, then group lower bounds, then child totals and other
-fixed equalities. Children-sum-to-parent and nonnegativity are never relaxed: with only
-those the problem is always feasible. At the first level that is feasible, the total
-violation of that level's kind is minimised, then (with it fixed) the total violation of
-each earlier kind. Slacks are integers (HiGHS MIP on a tiny model), so the relaxed problem
-still has integer solutions.
+earlier kinds too: group upper bounds (as stated by the caller: the bound derived from a
+fixed total follows the relaxed totals and lower bounds by itself), then group lower
+bounds, then child totals and other fixed equalities. Children-sum-to-parent and
+nonnegativity are never relaxed: with only those the problem is always feasible. At the
+first level that is feasible, the total violation of that level's kind is minimised, then
+(with those slacks fixed) the total violation of each earlier kind. Slacks are integers
+(HiGHS MIP on a tiny model), so the relaxed problem still has integer solutions. The
+caller (``das.optimize.solve_parent``) applies the slacks to the problem, solves that, and
+reports ``Relaxation.reason()``; ``check_solution`` then holds for the relaxed problem.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -52,6 +55,7 @@ class Relaxation:
 
     @property
     def used(self) -> bool:
+        """Whether anything was relaxed at all."""
         return bool(self.upper.any() or self.lower.any() or self.rows.any())
 
     def reason(self) -> str:
@@ -105,8 +109,8 @@ def _group_rows(agg: _Aggregate, n_groups: int) -> sp.csr_matrix:
 
 
 def _slack_kinds(cp: CompactProblem) -> np.ndarray:
-    """Kind (index into RELAXATION_ORDER) of each slack column: raise upper, cut lower,
-    raise equality, cut equality."""
+    """Kind (index into RELAXATION_ORDER) of each slack column: raise an upper bound, cut a
+    lower bound, then the equality slacks (A x + s - s' = v, so the value moves by s' - s)."""
     bounds = cp.n_children * cp.n_groups
     rows = cp.n_children * cp.rows.shape[0]
     return np.repeat([0, 1, 2, 2], [bounds, bounds, rows, rows])
@@ -126,7 +130,7 @@ def _program(cp: CompactProblem, agg: _Aggregate, slack_lower: np.ndarray,
         sp.hstack([_kron_rows(agg.rows, children), zero((eq, 2 * bounds)), eye_r, -eye_r]),
     ]
     row_lower = [np.full(bounds, -np.inf), cp.lower.ravel(), cp.row_values.ravel()]
-    row_upper = [cp.upper.ravel(), np.full(bounds, np.inf), cp.row_values.ravel()]
+    row_upper = [cp.stated_upper.ravel(), np.full(bounds, np.inf), cp.row_values.ravel()]
     if agg.parent is not None:
         blocks.append(sp.hstack([sp.hstack([sp.identity(agg.count)] * children),
                                  zero((agg.count, 2 * bounds + 2 * eq))]))
@@ -166,8 +170,7 @@ def feasible_point(cp: CompactProblem) -> np.ndarray | None:
     agg = _aggregate(cp)
     slacks = _slack_kinds(cp).size
     program = _program(cp, agg, np.zeros(slacks), np.zeros(slacks), np.zeros(slacks))
-    program = LinearProgram(**{**program.__dict__, "integer": None})
-    result = solve_highs(program)
+    result = solve_highs(replace(program, integer=None))
     if result.status != _FEASIBLE:
         return None
     z = np.clip(result.x[: cp.n_children * agg.count], 0.0, None)
@@ -198,7 +201,8 @@ def relax(cp: CompactProblem) -> Relaxation:
             continue
         fixed = {level: slack[kinds == level]}
         for kind in reversed(range(level)):
-            slack = _minimise_kind(cp, agg, kinds, kind, fixed)
+            better = _minimise_kind(cp, agg, kinds, kind, fixed)
+            slack = slack if better is None else better
             fixed[kind] = slack[kinds == kind]
         return _relaxation(cp, slack, kinds)
     raise InternalError("relaxing every relaxable constraint left the pass infeasible")
@@ -210,4 +214,4 @@ def _relaxation(cp: CompactProblem, slack: np.ndarray, kinds: np.ndarray) -> Rel
     eq = slack[kinds == 2].reshape(2, -1)
     return Relaxation(upper=slack[kinds == 0].reshape(shape_bounds),
                       lower=slack[kinds == 1].reshape(shape_bounds),
-                      rows=(eq[0] - eq[1]).reshape(shape_rows))
+                      rows=(eq[1] - eq[0]).reshape(shape_rows))

@@ -3,14 +3,19 @@
 One call solves one parent with all its children in one pass (``total`` first, then the
 other queries): a weighted least-squares fit (L2) to the children's noisy answers, then an
 integer rounding closest to it in L1, both under the same constraints (children sum to the
-parent cell by cell, nonnegativity, fixed child totals, facility-group bounds, structural
-zeros). ``check_solution`` re-checks every constraint on the final counts; ``solve_parent``
-refuses to return counts that fail it.
+parent cell by cell, nonnegativity, fixed child totals and other fixed queries,
+facility-group bounds, structural zeros). ``check_solution`` re-checks every constraint on
+the final counts; ``solve_parent`` refuses to return counts that fail it.
 
-The numerical work lives elsewhere, one job per module: ``das.l2`` (the structured
-least-squares solver), ``das.rounding`` (the integer rounding), ``das.failsafe`` (detecting
-an infeasible problem and relaxing it). This module only translates between the public
-problem over the schema's cells and their compact form over "blocks" of live cells.
+Public API: ``Measurement``, ``FixedQuery``, ``ParentProblem`` (frozen, validated),
+``solve_parent(problem) -> ParentSolution``, ``check_solution(problem, counts)``,
+``round_l2(problem, x_l2)`` (the rounding alone, for comparisons), ``UNBOUNDED``.
+
+The numerical work lives elsewhere, one job per module: ``das.l2`` (the structured L2
+solver), ``das.rounding`` (the integer rounding), ``das.failsafe`` (feasibility, and the
+relaxation of an infeasible pass). This module translates between the public problem over
+the schema's cells and its compact form over "blocks" of live cells (``CompactProblem``),
+which is what those modules solve.
 """
 
 from __future__ import annotations
@@ -24,13 +29,13 @@ import scipy.sparse as sp
 from das.errors import InternalError
 from das.failsafe import Relaxation, feasible_point, relax
 from das.l2 import solve_l2
-from das.rounding import northwest_corner, round_counts
+from das.rounding import MIP_TIME_LIMIT, northwest_corner, round_counts
 
 #: An upper group bound at or above this means "no bound" (the caller's sentinel).
 UNBOUNDED = np.iinfo(np.int64).max // 4
 
 
-def _frozen_array(value: object, dtype: type, name: str) -> np.ndarray:
+def _frozen_array(value: object, dtype: type) -> np.ndarray:
     """A read-only copy of ``value`` as ``dtype``, so a frozen problem stays frozen."""
     array = np.array(value, dtype=dtype, copy=True)
     array.setflags(write=False)
@@ -44,14 +49,12 @@ def _integral_array(value: object, name: str) -> np.ndarray:
         raise InternalError(f"{name} must hold integers, got non-integral values")
     if raw.dtype.kind not in "iuf" and raw.size:
         raise InternalError(f"{name} must be numeric, got dtype {raw.dtype}")
-    return _frozen_array(raw, np.int64, name)
+    return _frozen_array(raw, np.int64)
 
 
-def _query_matrix(matrix: object, n_cells: int | None, name: str) -> sp.csr_matrix:
+def _query_matrix(matrix: object, name: str) -> sp.csr_matrix:
     """Check a query matrix is 0/1 with one 1 per column (it partitions the cells)."""
     csr = sp.csr_matrix(matrix, dtype=np.float64)
-    if n_cells is not None and csr.shape[1] != n_cells:
-        raise InternalError(f"{name}: matrix has {csr.shape[1]} columns, expected {n_cells} cells")
     csr.sum_duplicates()
     if csr.nnz and not np.all(csr.data == 1.0):
         raise InternalError(f"{name}: matrix entries must be 0 or 1")
@@ -76,11 +79,11 @@ class Measurement:
     answers: np.ndarray = field(repr=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "matrix", _query_matrix(self.matrix, None, self.query_name))
+        object.__setattr__(self, "matrix", _query_matrix(self.matrix, self.query_name))
         if not (np.isfinite(self.weight) and self.weight > 0):
             raise InternalError(f"measurement {self.query_name!r}: weight must be a positive "
                                 f"finite number, got {self.weight!r}")
-        answers = _frozen_array(self.answers, np.float64, self.query_name)
+        answers = _frozen_array(self.answers, np.float64)
         if answers.ndim != 2 or answers.shape[1] != self.matrix.shape[0]:
             raise InternalError(f"measurement {self.query_name!r}: answers must be (children x "
                                 f"{self.matrix.shape[0]}), got shape {answers.shape}")
@@ -102,7 +105,7 @@ class FixedQuery:
     values: np.ndarray = field(repr=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "matrix", _query_matrix(self.matrix, None, self.query_name))
+        object.__setattr__(self, "matrix", _query_matrix(self.matrix, self.query_name))
         values = _integral_array(self.values, f"fixed {self.query_name!r} values")
         if values.ndim != 2 or values.shape[1] != self.matrix.shape[0]:
             raise InternalError(f"fixed {self.query_name!r}: values must be (children x "
@@ -135,9 +138,10 @@ class ParentProblem:
     fixed: tuple[FixedQuery, ...] = ()
 
     def __post_init__(self) -> None:
-        zero = _frozen_array(self.structural_zero, bool, "structural_zero")
+        zero = _frozen_array(self.structural_zero, bool)
         if zero.ndim != 1 or zero.size == 0:
-            raise InternalError(f"structural_zero must be a non-empty vector, got shape {zero.shape}")
+            raise InternalError(f"structural_zero must be a non-empty vector, got shape "
+                                f"{zero.shape}")
         object.__setattr__(self, "structural_zero", zero)
         object.__setattr__(self, "measurements", tuple(self.measurements))
         object.__setattr__(self, "fixed", tuple(self.fixed))
@@ -162,7 +166,8 @@ class ParentProblem:
             raise InternalError(f"parent has negative count {int(parent.min())}")
         if np.any(parent[self.structural_zero] != 0):
             cell = int(np.flatnonzero(self.structural_zero & (parent != 0))[0])
-            raise InternalError(f"parent has count {int(parent[cell])} in structural-zero cell {cell}")
+            raise InternalError(f"parent has count {int(parent[cell])} in structural-zero "
+                                f"cell {cell}")
         object.__setattr__(self, "parent", parent)
 
     def _check_measurements(self) -> None:
@@ -192,7 +197,8 @@ class ParentProblem:
         lower = _integral_array(self.group_lower, "group_lower")
         upper = _integral_array(self.group_upper, "group_upper")
         if groups.shape != (self.n_cells,):
-            raise InternalError(f"facility_groups must have shape ({self.n_cells},), got {groups.shape}")
+            raise InternalError(f"facility_groups must have shape ({self.n_cells},), got "
+                                f"{groups.shape}")
         if lower.ndim != 2 or lower.shape[0] != self.n_children or upper.shape != lower.shape:
             raise InternalError(f"group_lower and group_upper must be (n_children={self.n_children}"
                                 f" x groups), got {lower.shape} and {upper.shape}")
@@ -201,15 +207,17 @@ class ParentProblem:
                                 f"{int(groups.min())}..{int(groups.max())}")
         if lower.min(initial=0) < 0 or upper.min(initial=0) < 0:
             raise InternalError("group bounds must be >= 0")
-        for name, value in (("facility_groups", groups), ("group_lower", lower), ("group_upper", upper)):
-            object.__setattr__(self, name, value)
+        object.__setattr__(self, "facility_groups", groups)
+        object.__setattr__(self, "group_lower", lower)
+        object.__setattr__(self, "group_upper", upper)
 
     def _check_totals(self) -> None:
         if self.child_totals is None:
             return
         totals = _integral_array(self.child_totals, "child_totals")
         if totals.shape != (self.n_children,):
-            raise InternalError(f"child_totals must have shape ({self.n_children},), got {totals.shape}")
+            raise InternalError(f"child_totals must have shape ({self.n_children},), got "
+                                f"{totals.shape}")
         if np.any(totals < 0):
             raise InternalError(f"child_totals has negative total {int(totals.min())}")
         object.__setattr__(self, "child_totals", totals)
@@ -225,7 +233,8 @@ class ParentProblem:
 
     @property
     def live(self) -> np.ndarray:
-        """Cells that get variables: positive in the parent (any, at the root), not zero by design."""
+        """Cells that get variables: positive in the parent (all, at the root), not zeros by
+        design."""
         if self.parent is None:
             return ~self.structural_zero
         return (self.parent > 0) & ~self.structural_zero
@@ -278,6 +287,7 @@ class CompactProblem:
     groups: np.ndarray = field(repr=False)
     lower: np.ndarray = field(repr=False)
     upper: np.ndarray = field(repr=False)
+    stated_upper: np.ndarray = field(repr=False)
     open: np.ndarray = field(repr=False)
     row_origin: np.ndarray = field(repr=False)
 
@@ -367,19 +377,22 @@ def _compact_equalities(problem: ParentProblem, lay: Layout) -> tuple[sp.csr_mat
 
 
 def _compact_groups(problem: ParentProblem, lay: Layout) -> tuple[np.ndarray, ...]:
-    """Group of each block and float bounds (inf = none); a single free group without bounds."""
+    """Group of each block and float bounds (inf = none): lower, upper tightened by the
+    totals (see ``ParentProblem.effective_group_upper``), upper as stated. Without facility
+    groups, one unbounded group."""
     children = problem.n_children
     if problem.facility_groups is None:
         return (np.zeros(lay.n_blocks, dtype=np.int64), np.zeros((children, 1)),
-                np.full((children, 1), np.inf))
+                np.full((children, 1), np.inf), np.full((children, 1), np.inf))
     groups = np.zeros(lay.n_blocks, dtype=np.int64)
     groups[lay.block] = problem.facility_groups[lay.live]
-    upper = problem.effective_group_upper().astype(float)
-    upper[upper >= UNBOUNDED] = np.inf
+    effective = problem.effective_group_upper()
+    upper = np.where(effective >= UNBOUNDED, np.inf, effective.astype(float))
+    stated = np.where(problem.group_upper >= UNBOUNDED, np.inf, problem.group_upper.astype(float))
     lower = problem.group_lower.astype(float)
     if problem.child_totals is not None:
         _drop_implied_bounds(groups, lower, upper, problem.child_totals.astype(float))
-    return groups, lower, upper
+    return groups, lower, upper, stated
 
 
 def _drop_implied_bounds(groups: np.ndarray, lower: np.ndarray, upper: np.ndarray,
@@ -407,7 +420,7 @@ def compact(problem: ParentProblem, lay: Layout) -> CompactProblem:
     if problem.parent is not None:
         parent = np.bincount(lay.block, weights=problem.parent[lay.live], minlength=lay.n_blocks)
     rows, row_values, row_origin = _compact_equalities(problem, lay)
-    groups, lower, upper = _compact_groups(problem, lay)
+    groups, lower, upper, stated_upper = _compact_groups(problem, lay)
     return CompactProblem(
         n_children=problem.n_children,
         parent=parent,
@@ -417,7 +430,8 @@ def compact(problem: ParentProblem, lay: Layout) -> CompactProblem:
         groups=groups,
         lower=lower,
         upper=upper,
-        open=upper[:, groups] > 0,
+        stated_upper=stated_upper,
+        open=stated_upper[:, groups] > 0,
         row_origin=row_origin,
     )
 
@@ -489,7 +503,8 @@ def _check_sums(problem: ParentProblem, counts: np.ndarray) -> list[str]:
         if off.any():
             cell = int(np.flatnonzero(off)[0])
             problems.append(f"children do not sum to the parent in {off.sum()} cells (first: "
-                            f"cell {cell}: {int(counts[:, cell].sum())} != {int(problem.parent[cell])})")
+                            f"cell {cell}: {int(counts[:, cell].sum())} != "
+                            f"{int(problem.parent[cell])})")
     if problem.child_totals is not None:
         off = counts.sum(axis=1) != problem.child_totals
         if off.any():
@@ -519,7 +534,8 @@ def spread_values(problem: ParentProblem, lay: Layout, x: np.ndarray) -> np.ndar
     if problem.parent is None:
         share = 1.0 / _block_sizes(lay)[lay.block]
     else:
-        block_parent = np.bincount(lay.block, weights=problem.parent[lay.live], minlength=lay.n_blocks)
+        block_parent = np.bincount(lay.block, weights=problem.parent[lay.live],
+                                   minlength=lay.n_blocks)
         share = problem.parent[lay.live] / block_parent[lay.block]
     full[:, lay.live] = x[:, lay.block] * share[None, :]
     return full
@@ -553,9 +569,10 @@ def relaxed_problem(problem: ParentProblem, cp: CompactProblem, relax: Relaxatio
     changes: dict = {}
     if problem.facility_groups is not None:
         raised = relax.upper > 0
-        upper = np.where(raised, problem.effective_group_upper() + relax.upper, problem.group_upper)
+        upper = np.where(raised, problem.group_upper + relax.upper.astype(np.int64),
+                         problem.group_upper)
         changes["group_upper"] = upper
-        changes["group_lower"] = problem.group_lower - relax.lower.astype(np.int64)
+        changes["group_lower"] = np.maximum(problem.group_lower - relax.lower.astype(np.int64), 0)
     fixed_values = [f.values.copy() for f in problem.fixed]
     totals = None if problem.child_totals is None else problem.child_totals.copy()
     for i, (source, row) in enumerate(cp.row_origin):
@@ -565,34 +582,57 @@ def relaxed_problem(problem: ParentProblem, cp: CompactProblem, relax: Relaxatio
         else:
             fixed_values[source][:, row] += delta
     changes["child_totals"] = totals
-    changes["fixed"] = tuple(replace(f, values=v) for f, v in zip(problem.fixed, fixed_values, strict=True))
+    changes["fixed"] = tuple(replace(f, values=v)
+                             for f, v in zip(problem.fixed, fixed_values, strict=True))
     return replace(problem, **changes)
 
 
-def solve_parent(problem: ParentProblem) -> ParentSolution:
+def round_l2(problem: ParentProblem, x_l2: np.ndarray, *,
+             mip_time_limit: float = MIP_TIME_LIMIT) -> tuple[np.ndarray, float, str]:
+    """Round a given L2 answer (children x cells) as ``solve_parent`` would: (counts, L1
+    objective, HiGHS status). For comparing rounders on the same input."""
+    lay = layout(problem)
+    cp = compact(problem, lay)
+    x = np.zeros((problem.n_children, lay.n_blocks))
+    np.add.at(x, (slice(None), lay.block), np.asarray(x_l2, dtype=float)[:, lay.live])
+    rounded = round_counts(cp, x, mip_time_limit)
+    return spread_counts(problem, lay, rounded.counts), rounded.objective, rounded.status
+
+
+def _feasible_form(problem: ParentProblem) -> tuple:
+    """(problem, layout, compact form, a feasible point, failsafe reason): the input if it
+    is feasible, else its failsafe relaxation (reason empty iff nothing was relaxed)."""
+    lay = layout(problem)
+    cp = compact(problem, lay)
+    feasible = feasible_point(cp)
+    if feasible is not None:
+        return problem, lay, cp, feasible, ""
+    relaxation = relax(cp)
+    reason = relaxation.reason()
+    problem = relaxed_problem(problem, cp, relaxation)
+    lay = layout(problem)
+    cp = compact(problem, lay)
+    feasible = feasible_point(cp)
+    if feasible is None or not reason:
+        raise InternalError(f"the failsafe's relaxation is still infeasible ({reason})")
+    return problem, lay, cp, feasible, reason
+
+
+def solve_parent(problem: ParentProblem, *,
+                 mip_time_limit: float = MIP_TIME_LIMIT) -> ParentSolution:
     """L2 fit then integer rounding for one parent and all its children, one pass.
 
+    ``mip_time_limit`` bounds the rounding MIP (NP-hard in general); past it the best
+    integer solution found is used and ``rounding_status`` says so.
     Raises InternalError if the final counts break any constraint of the problem solved
     (the input, or its failsafe relaxation if the input was infeasible).
     """
     start = time.perf_counter()
-    lay = layout(problem)
-    cp = compact(problem, lay)
-    feasible = feasible_point(cp)
-    reason = ""
-    if feasible is None:
-        relaxation = relax(cp)
-        reason = relaxation.reason()
-        problem = relaxed_problem(problem, cp, relaxation)
-        lay = layout(problem)
-        cp = compact(problem, lay)
-        feasible = feasible_point(cp)
-        if feasible is None:
-            raise InternalError(f"the failsafe's relaxation is still infeasible ({reason})")
+    problem, lay, cp, feasible, reason = _feasible_form(problem)
     l2_start = time.perf_counter()
     fit = solve_l2(cp, feasible)
     rounding_start = time.perf_counter()
-    rounded = round_counts(cp, fit.x)
+    rounded = round_counts(cp, fit.x, mip_time_limit)
     end = time.perf_counter()
     counts = spread_counts(problem, lay, rounded.counts)
     violations = check_solution(problem, counts)
@@ -608,5 +648,6 @@ def solve_parent(problem: ParentProblem) -> ParentSolution:
         stats={"blocks": cp.n_blocks, "l2_method": fit.method,
                "active_set_steps": fit.active_set_steps,
                "interior_point_rounds": fit.interior_point_rounds,
-               "movable": rounded.movable, "lp_integral": rounded.lp_integral},
+               "movable": rounded.movable, "lp_integral": rounded.lp_integral,
+               "mip_gap": rounded.gap},
     )

@@ -26,11 +26,12 @@ class ReferenceResult:
     """A reference solve: the L2 answer, the integer counts, objective values and timings."""
 
     x_l2: np.ndarray
-    counts: np.ndarray
+    counts: np.ndarray | None
     l2_objective: float
     rounding_objective: float
     l2_seconds: float
     rounding_seconds: float
+    rounding_status: str
 
 
 def _group_indicator(problem: ParentProblem, live: np.ndarray) -> sp.csr_matrix:
@@ -54,7 +55,8 @@ def _constraints(problem: ParentProblem, x: cp.Expression, live: np.ndarray) -> 
         constraints.append(sums >= problem.group_lower)
         bounded = problem.group_upper < UNBOUNDED
         if bounded.any():
-            constraints.append(cp.multiply(bounded, sums) <= np.where(bounded, problem.group_upper, 0))
+            capped = np.where(bounded, problem.group_upper, 0)
+            constraints.append(cp.multiply(bounded, sums) <= capped)
     return constraints
 
 
@@ -80,12 +82,22 @@ def rounding_objective(problem: ParentProblem, counts: np.ndarray, x: np.ndarray
     return float(sum(np.abs(diff @ m.matrix.T).sum() for m in problem.measurements))
 
 
-def round_reference(problem: ParentProblem, x_l2: np.ndarray) -> tuple[np.ndarray, float]:
+def round_reference(problem: ParentProblem, x_l2: np.ndarray,
+                    time_limit: float = 600.0) -> tuple[np.ndarray, float]:
     """The rounding MILP: counts = floor(x) + binary on fractional live entries, min L1 distance.
 
     Entries within ``SNAP_TOLERANCE`` of an integer are that integer and do not move, as in
-    the fast rounder, so both solve the same problem.
+    the fast rounder, so both solve the same problem. Raises InternalError unless HiGHS
+    proves optimality within ``time_limit`` seconds.
     """
+    counts, objective, status = _round_reference(problem, x_l2, time_limit)
+    if status != cp.OPTIMAL:
+        raise InternalError(f"reference rounding MILP ended with status {status}")
+    return counts, objective
+
+
+def _round_reference(problem: ParentProblem, x_l2: np.ndarray,
+                     time_limit: float) -> tuple[np.ndarray | None, float, str]:
     live = np.flatnonzero(problem.live)
     x = np.clip(x_l2[:, live], 0.0, None)
     base = np.floor(x + SNAP_TOLERANCE)
@@ -98,19 +110,24 @@ def round_reference(problem: ParentProblem, x_l2: np.ndarray) -> tuple[np.ndarra
     objective = sum(cp.sum(cp.abs(counts @ m.matrix[:, live].T - x @ m.matrix[:, live].T))
                     for m in problem.measurements)
     cvx = cp.Problem(cp.Minimize(objective), _constraints(problem, counts, live))
-    cvx.solve(solver=cp.HIGHS, mip_rel_gap=0.0, mip_abs_gap=1e-9)
-    if cvx.status != cp.OPTIMAL:
-        raise InternalError(f"reference rounding MILP ended with status {cvx.status}")
+    cvx.solve(solver=cp.HIGHS, mip_rel_gap=0.0, mip_abs_gap=1e-7, time_limit=float(time_limit))
+    if y.value is None:
+        return None, float("nan"), str(cvx.status)
     full = np.zeros((problem.n_children, problem.n_cells), dtype=np.int64)
     full[:, live] = np.rint(base + (scatter @ np.rint(y.value)).reshape(x.shape))
-    return full, float(cvx.value)
+    return full, rounding_objective(problem, full, x_l2), str(cvx.status)
 
 
-def solve_parent_reference(problem: ParentProblem) -> ReferenceResult:
-    """L2 then rounding, both through cvxpy, timed separately."""
+def solve_parent_reference(problem: ParentProblem,
+                           mip_time_limit: float = 600.0) -> ReferenceResult:
+    """L2 then rounding, both through cvxpy, timed separately.
+
+    If the MILP is stopped by ``mip_time_limit``, ``rounding_status`` says so and the
+    counts are its best integer solution (None if it found none).
+    """
     start = time.perf_counter()
     x_l2, l2_objective = solve_l2_reference(problem)
     middle = time.perf_counter()
-    counts, l1 = round_reference(problem, x_l2)
+    counts, l1, status = _round_reference(problem, x_l2, mip_time_limit)
     end = time.perf_counter()
-    return ReferenceResult(x_l2, counts, l2_objective, l1, middle - start, end - middle)
+    return ReferenceResult(x_l2, counts, l2_objective, l1, middle - start, end - middle, status)

@@ -112,8 +112,12 @@ def solve_family(
     for pass_queries in plan.passes:
         if totals is not None and pass_queries == ("total",):
             continue  # the totals are already exact: nothing to estimate in this pass
+        # Dividing every weight of the pass by the largest leaves the minimiser unchanged and
+        # keeps the solvers well scaled whatever rho is (rho = 1e12 gives weights ~ 1e11).
+        scale = max(plan.weights[q] for q in pass_queries)
         measurements = tuple(
-            Measurement(q, by_name[q].matrix, plan.weights[q], answers[q]) for q in pass_queries
+            Measurement(q, by_name[q].matrix, plan.weights[q] / scale, answers[q])
+            for q in pass_queries
         )
         problem = ParentProblem(
             parent=parent,

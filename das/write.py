@@ -82,3 +82,17 @@ def write_microdata(blocks: DataFrame, schema: Schema, path: str, partitions: in
         .partitionBy("TABBLKST", "TABBLKCOU")
         .parquet(path)
     )
+
+
+def read_microdata(path: str) -> pd.DataFrame:
+    """Read an MDF back with pandas, keeping state and county codes as strings ("007", not 7).
+
+    Readers infer partition directory values as integers by default; this one is told.
+    """
+    import pyarrow as pa
+    import pyarrow.dataset as ds
+
+    partitioning = ds.partitioning(
+        pa.schema([("TABBLKST", pa.string()), ("TABBLKCOU", pa.string())]), flavor="hive"
+    )
+    return ds.dataset(path, format="parquet", partitioning=partitioning).to_table().to_pandas()
