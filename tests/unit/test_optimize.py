@@ -1,0 +1,419 @@
+"""Per-parent post-processing: constraints hold, optima match the cvxpy reference.
+
+Instances come from ``tests.unit.instances``: a sparse random truth per child, the parent
+as its sum, Gaussian noise of variance 1/weight, facility bounds from the truth. Every
+test is deterministic (fixed seeds) and small enough for the cvxpy reference.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from das import l2
+from das.errors import InternalError
+from das.failsafe import feasible_point
+from das.optimize import (
+    UNBOUNDED,
+    FixedQuery,
+    Measurement,
+    ParentProblem,
+    check_solution,
+    compact,
+    layout,
+    solve_parent,
+    spread_counts,
+)
+from das.optimize_reference import (
+    round_reference,
+    rounding_objective,
+    solve_l2_reference,
+)
+from das.rounding import round_counts
+from tests.unit.instances import (
+    Instance,
+    fixed_totals,
+    parent_instance,
+    persons_schema,
+    root_instance,
+    toy_schema,
+)
+
+SEEDS = (11, 12, 13)
+TOY_QUERIES = ("kind", "adult", "detailed")
+
+
+def _small(seed: int, **kw) -> Instance:
+    """3-8 children, 20-200 live cells of the persons schema."""
+    rng = np.random.default_rng(seed)
+    options = {"n_children": int(rng.integers(3, 9)), "mean_size": 25.0, "gq_rate": 0.3, **kw}
+    return parent_instance(seed, **options)
+
+
+def _toy(seed: int, **kw) -> Instance:
+    """The 3 x 2 toy schema (one structural zero), 6 children."""
+    return parent_instance(seed, schema=toy_schema(), queries=TOY_QUERIES, n_children=6,
+                           mean_size=12.0, gq_rate=0.4, **kw)
+
+
+def _relative(a: float, b: float) -> float:
+    return abs(a - b) / max(abs(b), 1e-3)
+
+
+# ---- every constraint holds ----------------------------------------------------------------
+@pytest.mark.parametrize("seed", SEEDS)
+def test_counts_satisfy_every_constraint(seed):
+    instance = _small(seed)
+    problem = instance.problem
+    assert 20 <= problem.live.sum() <= 200
+    solution = solve_parent(problem)
+    counts = solution.counts
+    assert check_solution(problem, counts) == []
+    assert counts.dtype == np.int64 and counts.min() >= 0
+    np.testing.assert_array_equal(counts.sum(axis=0), problem.parent)
+    np.testing.assert_array_equal(counts.sum(axis=1), problem.child_totals)
+    assert not counts[:, ~problem.live].any()
+    sums = np.stack([np.bincount(problem.facility_groups, weights=c, minlength=8) for c in counts])
+    assert (sums >= problem.group_lower).all()
+    assert ((sums <= problem.group_upper) | (problem.group_upper >= UNBOUNDED)).all()
+    assert not solution.failsafe_used and solution.failsafe_reason == ""
+
+
+def test_toy_schema_end_to_end():
+    problem = _toy(5).problem
+    solution = solve_parent(problem)
+    assert check_solution(problem, solution.counts) == []
+    _, objective = solve_l2_reference(problem)
+    assert _relative(solution.l2_objective, objective) < 1e-6
+
+
+def test_without_totals_or_groups():
+    problem = _small(21, fix_totals=False, groups=False).problem
+    solution = solve_parent(problem)
+    assert check_solution(problem, solution.counts) == []
+    _, objective = solve_l2_reference(problem)
+    assert _relative(solution.l2_objective, objective) < 1e-6
+
+
+# ---- exactness against the truth and the reference -----------------------------------------
+@pytest.mark.parametrize("schema", ["persons", "toy"])
+def test_noise_free_answers_give_back_the_truth(schema):
+    make = _toy if schema == "toy" else _small
+    instance = make(7, rho=1e6, noise=False)
+    solution = solve_parent(instance.problem)
+    np.testing.assert_array_equal(solution.counts, instance.truth)
+    np.testing.assert_allclose(solution.x_l2, instance.truth, atol=1e-6)
+    assert solution.l2_objective < 1e-9 * solution.problem.parent.sum()
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_l2_objective_matches_cvxpy_reference(seed):
+    problem = _small(seed).problem
+    solution = solve_parent(problem)
+    x_ref, objective = solve_l2_reference(problem)
+    assert _relative(solution.l2_objective, objective) < 1e-6
+    # the fast objective is computed from its own x: re-evaluate the reference's the same way
+    lay = layout(problem)
+    assert solution.l2_objective <= l2.objective(compact(problem, lay), _blocks(x_ref, lay)) + 1e-6
+
+
+def _blocks(x_cells: np.ndarray, lay) -> np.ndarray:
+    out = np.zeros((x_cells.shape[0], lay.n_blocks))
+    np.add.at(out, (slice(None), lay.block), x_cells[:, lay.live])
+    return out
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_rounding_matches_reference_milp(seed):
+    problem = _small(seed).problem
+    solution = solve_parent(problem)
+    counts, optimum = round_reference(problem, solution.x_l2)
+    assert check_solution(problem, counts) == []
+    assert solution.rounding_objective == pytest.approx(optimum, rel=1e-9, abs=1e-6)
+    assert rounding_objective(problem, solution.counts, solution.x_l2) == pytest.approx(
+        solution.rounding_objective, abs=1e-6)
+
+
+def test_wide_rounding_is_feasible_and_no_worse():
+    """Letting every entry move (the fallback when floor + binary is infeasible) can only
+    lower the optimum, and must keep every constraint."""
+    problem = _small(81).problem
+    lay = layout(problem)
+    cp = compact(problem, lay)
+    fit = l2.solve_l2(cp, feasible_point(cp))
+    binary = round_counts(cp, fit.x)
+    wide = round_counts(cp, fit.x, wide=True)
+    assert wide.objective <= binary.objective + 1e-9
+    assert check_solution(problem, spread_counts(problem, lay, wide.counts)) == []
+
+
+def test_simplex_projection_matches_a_direct_solve():
+    rng = np.random.default_rng(3)
+    v = rng.normal(0, 3, (7, 40))
+    total = rng.integers(0, 6, 40).astype(float)
+    allowed = rng.random((7, 40)) < 0.8
+    allowed[0] = True
+    x = l2.project_columns(v, total, allowed)
+    np.testing.assert_allclose(x.sum(axis=0), total, atol=1e-12)
+    assert (x >= 0).all() and not x[~allowed].any()
+    for j in range(40):  # KKT: x = max(v - theta, 0) on allowed entries, one theta per column
+        positive = x[:, j] > 0
+        if positive.any():
+            theta = (v[positive, j] - x[positive, j]).mean()
+            np.testing.assert_allclose(v[positive, j] - x[positive, j], theta, atol=1e-9)
+            assert (v[allowed[:, j] & ~positive, j] <= theta + 1e-9).all()
+
+
+def test_interior_point_fallback_reaches_the_same_optimum(monkeypatch):
+    problem = _small(12).problem
+    fast = solve_parent(problem)
+    monkeypatch.setattr(l2, "MAX_ACTIVE_SET_STEPS", 0)
+    slow = solve_parent(problem)
+    assert slow.stats["l2_method"].startswith("interior point")
+    assert _relative(slow.l2_objective, fast.l2_objective) < 1e-7
+    assert check_solution(problem, slow.counts) == []
+
+
+# ---- the root, the total-only pass, fixed queries ------------------------------------------
+def test_root_solved_alone_with_invariant_total():
+    instance = root_instance(3, size=400.0, rho=5.0)
+    problem = instance.problem
+    assert problem.parent is None
+    np.testing.assert_array_equal(problem.live, ~problem.structural_zero)
+    solution = solve_parent(problem)
+    assert check_solution(problem, solution.counts) == []
+    assert solution.counts.sum() == instance.truth.sum()
+    _, objective = solve_l2_reference(problem)
+    assert _relative(solution.l2_objective, objective) < 1e-6
+
+
+def _total_pass(instance, with_totals: bool = False) -> ParentProblem:
+    schema = persons_schema()
+    rng = np.random.default_rng(0)
+    truth = instance.truth
+    answers = truth.sum(axis=1, keepdims=True) + rng.normal(0, 3.0, (truth.shape[0], 1))
+    measurement = Measurement("total", schema.query("total").matrix, 0.1, answers)
+    totals = instance.problem.child_totals if with_totals else None
+    return dataclasses.replace(instance.problem, measurements=(measurement,), child_totals=totals)
+
+
+@pytest.mark.parametrize("seed", [31, 33])
+def test_total_pass_shrinks_to_one_block_per_group(seed):
+    instance = _small(seed)
+    problem = _total_pass(instance)
+    lay = layout(problem)
+    assert lay.n_blocks == len(np.unique(problem.facility_groups[problem.live]))
+    solution = solve_parent(problem)
+    assert check_solution(problem, solution.counts) == []
+    _, objective = solve_l2_reference(problem)
+    assert _relative(solution.l2_objective, objective) < 1e-6
+
+
+def test_total_pass_rounding_is_the_milp_over_blocks():
+    """Over blocks the total-only pass is a problem whose cells are the facility groups; the
+    reference MILP on that problem must reach the fast rounding's objective."""
+    problem = _total_pass(_small(32))
+    lay = layout(problem)
+    cp = compact(problem, lay)
+    fit = l2.solve_l2(cp, feasible_point(cp))
+    fast = round_counts(cp, fit.x)
+    as_cells = ParentProblem(
+        parent=np.rint(cp.parent).astype(np.int64), n_children=cp.n_children,
+        measurements=(Measurement("total", np.ones((1, cp.n_blocks)), 0.1,
+                                  problem.measurements[0].answers),),
+        structural_zero=np.zeros(cp.n_blocks, dtype=bool), facility_groups=cp.groups,
+        group_lower=problem.group_lower, group_upper=problem.group_upper)
+    _, optimum = round_reference(as_cells, fit.x)
+    assert fast.objective == pytest.approx(optimum, abs=1e-6)
+
+
+def test_fixed_query_totals_equal_child_totals():
+    instance = _small(41)
+    by_totals = solve_parent(instance.problem)
+    as_fixed = dataclasses.replace(instance.problem, child_totals=None,
+                                   fixed=(fixed_totals(persons_schema(), instance.truth),))
+    by_fixed = solve_parent(as_fixed)
+    assert check_solution(as_fixed, by_fixed.counts) == []
+    assert _relative(by_fixed.l2_objective, by_totals.l2_objective) < 1e-7
+
+
+def test_fixed_marginal_from_an_earlier_pass_is_met_exactly():
+    instance = _small(42)
+    schema = persons_schema()
+    matrix = schema.query("votingage*hispanic").matrix
+    fixed = FixedQuery("votingage*hispanic", matrix, (matrix @ instance.truth.T).T)
+    problem = dataclasses.replace(instance.problem, fixed=(fixed,))
+    solution = solve_parent(problem)
+    assert check_solution(problem, solution.counts) == []
+    _, objective = solve_l2_reference(problem)
+    assert _relative(solution.l2_objective, objective) < 1e-6
+
+
+# ---- the failsafe --------------------------------------------------------------------------
+def test_failsafe_relaxes_group_lower_bounds_above_the_total():
+    instance = _small(51, gq_rate=0.6)
+    problem = instance.problem
+    lower = problem.group_lower.copy()
+    child = int(np.argmax((lower[:, 1:] > 0).sum(axis=1)))
+    lower[child, 1:] += np.where(lower[child, 1:] > 0, problem.child_totals[child], 0)
+    broken = dataclasses.replace(problem, group_lower=lower)
+    solution = solve_parent(broken)
+    assert solution.failsafe_used
+    assert "group lower bounds relaxed by" in solution.failsafe_reason
+    assert f"children [{child}]" in solution.failsafe_reason
+    assert "child totals" not in solution.failsafe_reason
+    _assert_integral_and_summing(broken, solution)
+    np.testing.assert_array_equal(solution.counts.sum(axis=1), problem.child_totals)
+    assert check_solution(solution.problem, solution.counts) == []
+    assert check_solution(broken, solution.counts) != []
+
+
+def test_failsafe_relaxes_totals_that_miss_the_parent():
+    problem = _small(52).problem
+    totals = problem.child_totals.copy()
+    totals[0] += 7
+    broken = dataclasses.replace(problem, child_totals=totals)
+    solution = solve_parent(broken)
+    assert solution.failsafe_used
+    assert "child totals and fixed equalities relaxed by 7 in total" in solution.failsafe_reason
+    _assert_integral_and_summing(broken, solution)
+    assert check_solution(solution.problem, solution.counts) == []
+
+
+def test_failsafe_relaxes_upper_bounds_before_anything_else():
+    problem = _small(53, fix_totals=False).problem
+    upper = problem.group_upper.copy()
+    upper[:, 0] = problem.group_lower[:, 0]  # room for fewer household people than the parent has
+    broken = dataclasses.replace(problem, group_upper=upper)
+    short = int(problem.parent[problem.facility_groups == 0].sum() - upper[:, 0].sum())
+    assert short > 0
+    solution = solve_parent(broken)
+    assert solution.failsafe_used
+    assert solution.failsafe_reason.startswith(
+        f"infeasible as given; group upper bounds relaxed by {short} in total")
+    assert "lower" not in solution.failsafe_reason
+    _assert_integral_and_summing(broken, solution)
+    assert check_solution(solution.problem, solution.counts) == []
+
+
+def _assert_integral_and_summing(problem: ParentProblem, solution) -> None:
+    counts = solution.counts
+    assert counts.dtype == np.int64 and counts.min() >= 0
+    np.testing.assert_array_equal(counts.sum(axis=0), problem.parent)
+
+
+# ---- check_solution finds every kind of violation ------------------------------------------
+@pytest.fixture(scope="module")
+def solved():
+    instance = _small(61, gq_rate=0.6)
+    problem = dataclasses.replace(
+        instance.problem, fixed=(fixed_totals(persons_schema(), instance.truth),))
+    return problem, solve_parent(problem).counts
+
+
+def _broken(kind: str, problem: ParentProblem, counts: np.ndarray) -> np.ndarray:
+    """The solution broken in one way (keeping the others intact where possible)."""
+    broken = counts.astype(float) if kind == "fractional" else counts.copy()
+    child, cell = np.argwhere(counts > 0)[0]
+    same_group = problem.live & (problem.facility_groups == problem.facility_groups[cell])
+    targets = {
+        "moved": int(next(k for k in np.flatnonzero(same_group) if k != cell)),
+        "structural": int(np.flatnonzero(problem.structural_zero)[0]),
+        "dead": int(np.flatnonzero(~problem.live & ~problem.structural_zero)[0]),
+    }
+    if kind == "fractional":
+        broken[child, cell] -= 0.5
+    elif kind == "negative":
+        broken[child, cell] = -1
+    elif kind == "swapped":  # children-sum kept, two children's totals exchanged
+        a, b = np.argsort(problem.child_totals)[[0, -1]]
+        broken[[a, b]] = broken[[b, a]]
+    else:  # one person moved within the child: total kept, two parent cells broken
+        broken[child, cell] -= 1
+        broken[child, targets[kind]] += 1
+    return broken
+
+
+@pytest.mark.parametrize(("kind", "message"), [
+    ("fractional", "not integral: 1 entries"),
+    ("negative", "negative counts: 1 entries"),
+    ("moved", "children do not sum to the parent in 2 cells"),
+    ("swapped", "child totals not exact for children"),
+    ("swapped", "fixed query 'total' not exact: 2 entries"),
+    ("structural", "structural zeros not zero: 1 entries"),
+    ("dead", "cells that are zero in the parent are not zero: 1 entries"),
+])
+def test_check_solution_catches_each_violation(solved, kind, message):
+    problem, counts = solved
+    messages = check_solution(problem, _broken(kind, problem, counts))
+    assert any(message in m for m in messages), messages
+    if kind == "moved":
+        assert not any("totals" in m for m in messages)
+
+
+def test_check_solution_catches_group_bounds(solved):
+    problem, counts = solved
+    sums = np.stack([np.bincount(problem.facility_groups, weights=c, minlength=8) for c in counts])
+    child, group = np.argwhere(problem.group_lower > 0)[0]
+    lower = problem.group_lower.copy()
+    lower[child, group] = sums[child, group] + 1
+    messages = check_solution(dataclasses.replace(problem, group_lower=lower), counts)
+    assert any("group lower bounds violated: 1 entries" in m for m in messages)
+    upper = problem.group_upper.copy()
+    upper[child, group] = sums[child, group] - 1
+    messages = check_solution(dataclasses.replace(problem, group_upper=upper), counts)
+    assert any("group upper bounds violated: 1 entries" in m for m in messages)
+
+
+def test_check_solution_catches_a_wrong_shape(solved):
+    problem, counts = solved
+    assert check_solution(problem, counts[:-1]) == [
+        f"counts have shape {counts[:-1].shape}, expected {counts.shape}"]
+
+
+# ---- the problem refuses bad values --------------------------------------------------------
+@pytest.mark.parametrize(("change", "message"), [
+    ({"parent": "negative"}, "parent has negative count -1"),
+    ({"parent": "short"}, "parent must have shape (2016,)"),
+    ({"parent": "structural"}, "in structural-zero cell"),
+    ({"n_children": 0}, "n_children must be a positive integer, got 0"),
+    ({"child_totals": "short"}, "child_totals must have shape"),
+    ({"child_totals": "fraction"}, "child_totals must hold integers"),
+    ({"group_lower": None}, "facility_groups, group_lower and group_upper go together"),
+    ({"facility_groups": "range"}, "facility_groups must be in 0..7, got 0..8"),
+    ({"measurements": ()}, "a pass needs at least one measurement"),
+])
+def test_problem_refuses_bad_values(change, message):
+    problem = _small(71).problem
+    (name, how), = change.items()
+    value = how
+    if name == "parent":
+        value = problem.parent.copy()
+        if how == "negative":
+            value[0] = -1
+        elif how == "short":
+            value = value[:-1]
+        else:
+            value[np.flatnonzero(problem.structural_zero)[0]] = 1
+    elif name == "child_totals":
+        value = problem.child_totals[:-1] if how == "short" else problem.child_totals + 0.5
+    elif name == "facility_groups":
+        value = problem.facility_groups.copy()
+        value[0] = 8
+    with pytest.raises(InternalError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        dataclasses.replace(problem, **{name: value})
+
+
+def test_measurement_refuses_bad_values():
+    matrix = persons_schema().query("votingage").matrix
+    with pytest.raises(InternalError, match=r"weight must be a positive finite number, got 0\.0"):
+        Measurement("votingage", matrix, 0.0, np.zeros((2, 2)))
+    shape = r"answers must be \(children x 2\), got shape \(2, 3\)"
+    with pytest.raises(InternalError, match=shape):
+        Measurement("votingage", matrix, 1.0, np.zeros((2, 3)))
+    overlapping = matrix.tolil()
+    overlapping[1, 0] = 1.0  # cell 0 now in both query cells
+    with pytest.raises(InternalError, match="cell 0 is in 2 query cells, not 1"):
+        Measurement("votingage", overlapping.tocsr(), 1.0, np.zeros((1, 2)))
