@@ -24,7 +24,15 @@ from pyspark.sql import types as T
 from das.config import Config
 from das.errors import InternalError, UserError
 from das.geography import Level
-from das.optimize import UNBOUNDED, FixedQuery, Measurement, ParentProblem, solve_parent
+from das.optimize import (
+    UNBOUNDED,
+    FixedQuery,
+    Measurement,
+    ParentProblem,
+    ParentSolution,
+    check_solution,
+    solve_parent,
+)
 from das.read import LevelHistograms
 from das.schema import Query, Schema
 
@@ -54,6 +62,7 @@ class LevelPlan:
     totals_invariant: bool
     schema: Schema
     failsafe: bool
+    solver: str
 
 
 def level_plan(config: Config, level: str) -> LevelPlan:
@@ -71,10 +80,44 @@ def level_plan(config: Config, level: str) -> LevelPlan:
         totals_invariant=inv is not None and geo.index(level) <= geo.index(inv),
         schema=config.schema,
         failsafe=config.file.postprocess.failsafe,
+        solver=config.file.postprocess.solver,
     )
 
 
 # ---- one parent ---------------------------------------------------------------------------
+def solve_with_reference(problem: ParentProblem) -> ParentSolution:
+    """The cvxpy reference as a production solver: slow, no failsafe, checked like the other."""
+    from das.optimize_reference import solve_parent_reference  # imports cvxpy: only when chosen
+
+    result = solve_parent_reference(problem)
+    if result.counts is None:
+        raise InternalError(
+            f"the cvxpy reference found no integer solution ({result.rounding_status})"
+        )
+    violations = check_solution(problem, result.counts)
+    if violations:
+        raise InternalError("the cvxpy reference broke constraints: " + "; ".join(violations))
+    seconds = result.l2_seconds + result.rounding_seconds
+    return ParentSolution(
+        x_l2=result.x_l2,
+        counts=result.counts,
+        l2_objective=result.l2_objective,
+        rounding_objective=result.rounding_objective,
+        l2_status="reference",
+        rounding_status=result.rounding_status,
+        l2_seconds=result.l2_seconds,
+        rounding_seconds=result.rounding_seconds,
+        total_seconds=seconds,
+        failsafe_used=False,
+        failsafe_reason="",
+        problem=problem,
+    )
+
+
+#: postprocess.solver names (the config refuses any other).
+SOLVERS = {"structured": solve_parent, "cvxpy": solve_with_reference}
+
+
 def facility_bounds(schema: Schema, units: np.ndarray) -> tuple[np.ndarray | None, ...]:
     """Group of each cell and per-child bounds from the units table.
 
@@ -130,7 +173,7 @@ def solve_family(
             child_totals=totals,
             fixed=tuple(fixed),
         )
-        solution = solve_parent(problem)
+        solution = SOLVERS[plan.solver](problem)
         counts = solution.counts
         if solution.failsafe_used and not plan.failsafe:
             raise InternalError(
