@@ -24,16 +24,13 @@ reports ``Relaxation.reason()``; ``check_solution`` then holds for the relaxed p
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
 
 import numpy as np
 import scipy.sparse as sp
 
+from das.compact import CompactProblem, northwest_corner
 from das.errors import InternalError
-from das.rounding import LinearProgram, northwest_corner, solve_highs
-
-if TYPE_CHECKING:
-    from das.optimize import CompactProblem
+from das.highs import LinearProgram, solve_highs
 
 #: Constraint kinds the failsafe may relax, least important first.
 RELAXATION_ORDER = ("group upper bounds", "group lower bounds", "child totals and fixed equalities")
@@ -61,13 +58,16 @@ class Relaxation:
     def reason(self) -> str:
         """Which constraints were relaxed and by how much, for the log and the certificate."""
         parts = []
-        for kind, amounts in zip(RELAXATION_ORDER, (self.upper, self.lower, self.rows),
-                                 strict=True):
+        for kind, amounts in zip(
+            RELAXATION_ORDER, (self.upper, self.lower, self.rows), strict=True
+        ):
             moved = np.abs(amounts)
             if moved.any():
                 children = np.unique(np.nonzero(moved)[0]).tolist()
-                parts.append(f"{kind} relaxed by {int(moved.sum())} in total "
-                             f"(largest {int(moved.max())}) for children {children}")
+                parts.append(
+                    f"{kind} relaxed by {int(moved.sum())} in total "
+                    f"(largest {int(moved.max())}) for children {children}"
+                )
         return "infeasible as given; " + "; ".join(parts) if parts else ""
 
 
@@ -90,12 +90,12 @@ def _aggregate(cp: CompactProblem) -> _Aggregate:
     count = int(of_block.max(initial=-1)) + 1
     member = np.zeros(count, dtype=np.int64)
     member[of_block] = np.arange(of_block.size)
-    merge = sp.csr_matrix((np.ones(of_block.size), (np.arange(of_block.size), of_block)),
-                          shape=(of_block.size, count))
+    merge = sp.csr_matrix(
+        (np.ones(of_block.size), (np.arange(of_block.size), of_block)), shape=(of_block.size, count)
+    )
     parent = None if cp.parent is None else merge.T @ cp.parent
     rows = sp.csr_matrix((cp.rows @ merge) > 0, dtype=float)
-    return _Aggregate(of_block, count, cp.groups[member], rows,
-                      parent, cp.open[:, member])
+    return _Aggregate(of_block, count, cp.groups[member], rows, parent, cp.open[:, member])
 
 
 def _kron_rows(child_rows: sp.csr_matrix, children: int) -> sp.csr_matrix:
@@ -116,8 +116,13 @@ def _slack_kinds(cp: CompactProblem) -> np.ndarray:
     return np.repeat([0, 1, 2, 2], [bounds, bounds, rows, rows])
 
 
-def _program(cp: CompactProblem, agg: _Aggregate, slack_lower: np.ndarray,
-             slack_upper: np.ndarray, slack_cost: np.ndarray) -> LinearProgram:
+def _program(
+    cp: CompactProblem,
+    agg: _Aggregate,
+    slack_lower: np.ndarray,
+    slack_upper: np.ndarray,
+    slack_cost: np.ndarray,
+) -> LinearProgram:
     """The constraint LP over (children x constraint blocks), then the slack columns."""
     children, bounds = cp.n_children, cp.n_children * cp.n_groups
     eq = cp.n_children * cp.rows.shape[0]
@@ -132,8 +137,14 @@ def _program(cp: CompactProblem, agg: _Aggregate, slack_lower: np.ndarray,
     row_lower = [np.full(bounds, -np.inf), cp.lower.ravel(), cp.row_values.ravel()]
     row_upper = [cp.stated_upper.ravel(), np.full(bounds, np.inf), cp.row_values.ravel()]
     if agg.parent is not None:
-        blocks.append(sp.hstack([sp.hstack([sp.identity(agg.count)] * children),
-                                 zero((agg.count, 2 * bounds + 2 * eq))]))
+        blocks.append(
+            sp.hstack(
+                [
+                    sp.hstack([sp.identity(agg.count)] * children),
+                    zero((agg.count, 2 * bounds + 2 * eq)),
+                ]
+            )
+        )
         row_lower.append(agg.parent)
         row_upper.append(agg.parent)
     n_z = children * agg.count
@@ -177,8 +188,9 @@ def feasible_point(cp: CompactProblem) -> np.ndarray | None:
     return _spread(cp, agg, z.reshape(cp.n_children, agg.count))
 
 
-def _minimise_kind(cp: CompactProblem, agg: _Aggregate, kinds: np.ndarray, kind: int,
-                   fixed: dict[int, np.ndarray]) -> np.ndarray | None:
+def _minimise_kind(
+    cp: CompactProblem, agg: _Aggregate, kinds: np.ndarray, kind: int, fixed: dict[int, np.ndarray]
+) -> np.ndarray | None:
     """Slack values minimising kind ``kind``'s total; earlier kinds free, later ones fixed."""
     free = kinds < kind
     lower = np.zeros(kinds.size)
@@ -188,7 +200,7 @@ def _minimise_kind(cp: CompactProblem, agg: _Aggregate, kinds: np.ndarray, kind:
     result = solve_highs(_program(cp, agg, lower, upper, (kinds == kind).astype(float)))
     if result.status != _FEASIBLE:
         return None
-    return np.rint(result.x[cp.n_children * agg.count:])
+    return np.rint(result.x[cp.n_children * agg.count :])
 
 
 def relax(cp: CompactProblem) -> Relaxation:
@@ -212,6 +224,8 @@ def _relaxation(cp: CompactProblem, slack: np.ndarray, kinds: np.ndarray) -> Rel
     shape_bounds = (cp.n_children, cp.n_groups)
     shape_rows = (cp.n_children, cp.rows.shape[0])
     eq = slack[kinds == 2].reshape(2, -1)
-    return Relaxation(upper=slack[kinds == 0].reshape(shape_bounds),
-                      lower=slack[kinds == 1].reshape(shape_bounds),
-                      rows=(eq[1] - eq[0]).reshape(shape_rows))
+    return Relaxation(
+        upper=slack[kinds == 0].reshape(shape_bounds),
+        lower=slack[kinds == 1].reshape(shape_bounds),
+        rows=(eq[1] - eq[0]).reshape(shape_rows),
+    )

@@ -17,7 +17,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from das.errors import InternalError
-from das.optimize import UNBOUNDED, ParentProblem
+from das.problem import UNBOUNDED, ParentProblem
 from das.rounding import SNAP_TOLERANCE
 
 
@@ -37,8 +37,10 @@ class ReferenceResult:
 def _group_indicator(problem: ParentProblem, live: np.ndarray) -> sp.csr_matrix:
     """live cells x groups 0/1 matrix: column g sums a child's live cells in group g."""
     groups = problem.facility_groups[live]
-    return sp.csr_matrix((np.ones(groups.size), (np.arange(groups.size), groups)),
-                         shape=(groups.size, problem.n_groups))
+    return sp.csr_matrix(
+        (np.ones(groups.size), (np.arange(groups.size), groups)),
+        shape=(groups.size, problem.n_groups),
+    )
 
 
 def _constraints(problem: ParentProblem, x: cp.Expression, live: np.ndarray) -> list:
@@ -82,8 +84,9 @@ def rounding_objective(problem: ParentProblem, counts: np.ndarray, x: np.ndarray
     return float(sum(np.abs(diff @ m.matrix.T).sum() for m in problem.measurements))
 
 
-def round_reference(problem: ParentProblem, x_l2: np.ndarray,
-                    time_limit: float = 600.0) -> tuple[np.ndarray, float]:
+def round_reference(
+    problem: ParentProblem, x_l2: np.ndarray, time_limit: float = 600.0
+) -> tuple[np.ndarray, float]:
     """The rounding MILP: counts = floor(x) + binary on fractional live entries, min L1 distance.
 
     Entries within ``SNAP_TOLERANCE`` of an integer are that integer and do not move, as in
@@ -96,19 +99,24 @@ def round_reference(problem: ParentProblem, x_l2: np.ndarray,
     return counts, objective
 
 
-def _round_reference(problem: ParentProblem, x_l2: np.ndarray,
-                     time_limit: float) -> tuple[np.ndarray | None, float, str]:
+def _round_reference(
+    problem: ParentProblem, x_l2: np.ndarray, time_limit: float
+) -> tuple[np.ndarray | None, float, str]:
     live = np.flatnonzero(problem.live)
     x = np.clip(x_l2[:, live], 0.0, None)
     base = np.floor(x + SNAP_TOLERANCE)
     movable = (x - base) > SNAP_TOLERANCE
     rows, cols = np.nonzero(movable)
     y = cp.Variable(rows.size, boolean=True)
-    scatter = sp.csr_matrix((np.ones(rows.size), (rows * live.size + cols, np.arange(rows.size))),
-                            shape=(x.size, rows.size))
+    scatter = sp.csr_matrix(
+        (np.ones(rows.size), (rows * live.size + cols, np.arange(rows.size))),
+        shape=(x.size, rows.size),
+    )
     counts = base + cp.reshape(scatter @ y, x.shape, order="C")
-    objective = sum(cp.sum(cp.abs(counts @ m.matrix[:, live].T - x @ m.matrix[:, live].T))
-                    for m in problem.measurements)
+    objective = sum(
+        cp.sum(cp.abs(counts @ m.matrix[:, live].T - x @ m.matrix[:, live].T))
+        for m in problem.measurements
+    )
     cvx = cp.Problem(cp.Minimize(objective), _constraints(problem, counts, live))
     cvx.solve(solver=cp.HIGHS, mip_rel_gap=0.0, mip_abs_gap=1e-7, time_limit=float(time_limit))
     if y.value is None:
@@ -118,8 +126,9 @@ def _round_reference(problem: ParentProblem, x_l2: np.ndarray,
     return full, rounding_objective(problem, full, x_l2), str(cvx.status)
 
 
-def solve_parent_reference(problem: ParentProblem,
-                           mip_time_limit: float = 600.0) -> ReferenceResult:
+def solve_parent_reference(
+    problem: ParentProblem, mip_time_limit: float = 600.0
+) -> ReferenceResult:
     """L2 then rounding, both through cvxpy, timed separately.
 
     If the MILP is stopped by ``mip_time_limit``, ``rounding_status`` says so and the

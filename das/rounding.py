@@ -13,7 +13,8 @@ its LP relaxation is weak (0.2-0.3 below the optimum per hundred rows) and HiGHS
 for seconds. As z is an integer, |z - phi| may be replaced by its convex envelope over the
 integers (add the chord between floor(phi) and floor(phi) + 1): the integer optimum is the
 same and the LP bound comes within ~0.1% of it, often integral. Rows with one movable
-entry are linear in it and need no auxiliary variable. HiGHS is called through highspy.
+entry are linear in it and need no auxiliary variable. HiGHS is called through
+``das.highs``.
 
 Measured on block groups of 30 children (naive -> with chords, HiGHS MIP): 0.7-3.5 s ->
 0.04-1.8 s; cvxpy with the naive model: 3-73 s. With the crossing marginals (votingage x
@@ -33,14 +34,14 @@ from dataclasses import dataclass
 from dataclasses import replace as dataclass_replace
 from typing import TYPE_CHECKING
 
-import highspy
 import numpy as np
 import scipy.sparse as sp
 
 from das.errors import InternalError
+from das.highs import HighsResult, LinearProgram, solve_highs
 
 if TYPE_CHECKING:
-    from das.optimize import CompactProblem
+    from das.compact import CompactProblem
 
 #: An L2 value this close to an integer is that integer (solver noise, not a fraction).
 SNAP_TOLERANCE = 1e-6
@@ -52,95 +53,6 @@ INTEGRALITY_TOLERANCE = 1e-6
 MIP_TIME_LIMIT = 30.0
 
 
-@dataclass(frozen=True)
-class HighsResult:
-    """What a HiGHS run returned: status, column values (if any), objective, MIP gap."""
-
-    status: str
-    x: np.ndarray
-    objective: float
-    has_solution: bool
-    gap: float
-
-
-@dataclass(frozen=True)
-class LinearProgram:
-    """min cost @ x + offset s.t. row_lower <= A x <= row_upper, lower <= x <= upper."""
-
-    cost: np.ndarray
-    lower: np.ndarray
-    upper: np.ndarray
-    matrix: sp.csc_matrix
-    row_lower: np.ndarray
-    row_upper: np.ndarray
-    integer: np.ndarray | None = None
-    offset: float = 0.0
-
-
-def _highs_model(program: LinearProgram) -> highspy.HighsLp:
-    lp = highspy.HighsLp()
-    lp.num_col_ = int(program.cost.size)
-    lp.num_row_ = int(program.matrix.shape[0])
-    lp.col_cost_ = program.cost
-    lp.col_lower_ = program.lower
-    lp.col_upper_ = program.upper
-    lp.row_lower_ = program.row_lower
-    lp.row_upper_ = program.row_upper
-    lp.offset_ = program.offset
-    matrix = sp.csc_matrix(program.matrix)
-    lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
-    lp.a_matrix_.start_ = matrix.indptr
-    lp.a_matrix_.index_ = matrix.indices
-    lp.a_matrix_.value_ = matrix.data
-    if program.integer is not None and program.integer.any():
-        kinds = (highspy.HighsVarType.kContinuous, highspy.HighsVarType.kInteger)
-        lp.integrality_ = [kinds[int(v)] for v in program.integer]
-    return lp
-
-
-def solve_highs(program: LinearProgram, time_limit: float = 600.0,
-                start: np.ndarray | None = None) -> HighsResult:
-    """Run HiGHS (simplex for an LP, branch and cut for a MIP) on ``program``, single-threaded.
-
-    The MIP gap is closed exactly (``mip_rel_gap`` 0, absolute 1e-7): the rounding must be
-    the MILP's optimum, not a near one. ``start`` is a feasible point to begin from.
-    Restarts after root reduced-cost fixing are off: on these models they cost more than
-    they save (24 block groups: mean rounding 0.64 -> 0.45 s, worst 5.1 -> 3.5 s).
-    """
-    highs = highspy.Highs()
-    for name, value in (("output_flag", False), ("threads", 1), ("mip_rel_gap", 0.0),
-                        ("mip_abs_gap", 1e-7), ("mip_allow_restart", False),
-                        ("time_limit", float(time_limit))):
-        highs.setOptionValue(name, value)
-    highs.passModel(_highs_model(program))
-    if start is not None:
-        solution = highspy.HighsSolution()
-        solution.col_value = list(start)
-        solution.value_valid = True
-        highs.setSolution(solution)
-    highs.run()
-    info = highs.getInfo()
-    has_solution = info.primal_solution_status == 2  # kSolutionStatusFeasible
-    values = np.asarray(highs.getSolution().col_value, dtype=float)
-    gap = float(info.mip_gap) if program.integer is not None else 0.0
-    return HighsResult(highs.modelStatusToString(highs.getModelStatus()), values,
-                       float(info.objective_function_value), has_solution, gap)
-
-
-def northwest_corner(supply: np.ndarray, demand: np.ndarray) -> np.ndarray:
-    """A transportation plan (supply x demand) filling cells in order: integral for integers.
-
-    Row i ships over the interval [S_i, S_{i+1}) of cumulative supply and column j receives
-    [D_j, D_{j+1}); the plan is the overlap of the two intervals. Needs equal sums.
-    """
-    cum_supply = np.concatenate([[0.0], np.cumsum(supply, dtype=float)])
-    cum_demand = np.concatenate([[0.0], np.cumsum(demand, dtype=float)])
-    top = np.minimum(cum_supply[1:, None], cum_demand[None, 1:])
-    bottom = np.maximum(cum_supply[:-1, None], cum_demand[None, :-1])
-    return np.maximum(top - bottom, 0.0)
-
-
-# ---- the rounding MILP -----------------------------------------------------------------------
 @dataclass(frozen=True)
 class RoundingResult:
     """Integer block counts (children x blocks), their L1 objective and how HiGHS ended."""
@@ -189,11 +101,13 @@ def increments(cp: CompactProblem, x: np.ndarray, wide: bool = False) -> _Increm
     return _Increments(base, var, child, block, -flat, cap - flat, False)
 
 
-def _sum_rows(keys: np.ndarray, n_keys: int, base_sums: np.ndarray, low: np.ndarray,
-              high: np.ndarray) -> tuple[sp.csr_matrix, np.ndarray, np.ndarray]:
+def _sum_rows(
+    keys: np.ndarray, n_keys: int, base_sums: np.ndarray, low: np.ndarray, high: np.ndarray
+) -> tuple[sp.csr_matrix, np.ndarray, np.ndarray]:
     """Rows low - base <= sum of the increments with each key <= high - base."""
-    matrix = sp.csr_matrix((np.ones(keys.size), (keys, np.arange(keys.size))),
-                           shape=(n_keys, keys.size))
+    matrix = sp.csr_matrix(
+        (np.ones(keys.size), (keys, np.arange(keys.size))), shape=(n_keys, keys.size)
+    )
     return matrix, low - base_sums, high - base_sums
 
 
@@ -208,12 +122,15 @@ def _constraints(cp: CompactProblem, inc: _Increments, x: np.ndarray) -> list[tu
         row_base = np.asarray(cp.rows @ inc.base.T).T.ravel()
         values = cp.row_values.ravel()
         per_block = sp.csr_matrix(sp.kron(sp.identity(children), cp.rows))
-        select = sp.csr_matrix((np.ones(inc.var.size), (inc.var, np.arange(inc.var.size))),
-                               shape=(children * blocks, inc.var.size))
+        select = sp.csr_matrix(
+            (np.ones(inc.var.size), (inc.var, np.arange(inc.var.size))),
+            shape=(children * blocks, inc.var.size),
+        )
         out.append((sp.csr_matrix(per_block @ select), values - row_base, values - row_base))
     keys = inc.child * groups + cp.groups[inc.block]
-    group_base = np.stack([np.bincount(cp.groups, weights=row, minlength=groups)
-                           for row in inc.base]).ravel()
+    group_base = np.stack(
+        [np.bincount(cp.groups, weights=row, minlength=groups) for row in inc.base]
+    ).ravel()
     out.append(_sum_rows(keys, children * groups, group_base, cp.lower.ravel(), cp.upper.ravel()))
     return out
 
@@ -235,8 +152,9 @@ def _row_of_block(matrix: sp.csr_matrix) -> np.ndarray:
     return csc.indices
 
 
-def _query_objective(cp: CompactProblem, inc: _Increments, residual: np.ndarray,
-                     matrix: sp.csr_matrix) -> _Objective:
+def _query_objective(
+    cp: CompactProblem, inc: _Increments, residual: np.ndarray, matrix: sp.csr_matrix
+) -> _Objective:
     """sum over children and rows of |z - phi| for one query (see the module docstring).
 
     z is the number of increments in the row and phi = sum of (x - floor x) over the row.
@@ -260,8 +178,9 @@ def _query_objective(cp: CompactProblem, inc: _Increments, residual: np.ndarray,
     slope = 1.0 - 2.0 * theta
     rows = np.concatenate([3 * aux, 3 * aux + 1, 3 * aux + 2])
     values = np.concatenate([-np.ones(aux.size), np.ones(aux.size), -slope[aux]])
-    rows_y = sp.csr_matrix((values, (rows, np.tile(members, 3))),
-                           shape=(3 * multi.size, inc.var.size))
+    rows_y = sp.csr_matrix(
+        (values, (rows, np.tile(members, 3))), shape=(3 * multi.size, inc.var.size)
+    )
     rows_aux = sp.csr_matrix(sp.kron(sp.identity(multi.size), np.ones((3, 1))))
     lower = np.column_stack([-phi[multi], phi[multi], theta - slope * floor]).ravel()
     return _Objective(cost, constant, rows_y, rows_aux, lower)
@@ -274,8 +193,11 @@ def _program(cp: CompactProblem, inc: _Increments, x: np.ndarray) -> LinearProgr
     n_var, n_aux = inc.var.size, sum(p.rows_aux.shape[1] for p in parts)
     constraints = _constraints(cp, inc, x)
     blocks = [sp.hstack([m, sp.csr_matrix((m.shape[0], n_aux))]) for m, _, _ in constraints]
-    blocks.append(sp.hstack([sp.vstack([p.rows_y for p in parts]),
-                             sp.block_diag([p.rows_aux for p in parts])]))
+    blocks.append(
+        sp.hstack(
+            [sp.vstack([p.rows_y for p in parts]), sp.block_diag([p.rows_aux for p in parts])]
+        )
+    )
     aux_rows = sum(p.rows_y.shape[0] for p in parts)
     return LinearProgram(
         cost=np.concatenate([sum(p.cost for p in parts), np.ones(n_aux)]),
@@ -295,8 +217,9 @@ def l1_objective(cp: CompactProblem, counts: np.ndarray, x: np.ndarray) -> float
     return float(sum(np.abs(diff @ q.matrix.T).sum() for q in cp.queries))
 
 
-def round_counts(cp: CompactProblem, x: np.ndarray, time_limit: float = MIP_TIME_LIMIT,
-                 wide: bool = False) -> RoundingResult:
+def round_counts(
+    cp: CompactProblem, x: np.ndarray, time_limit: float = MIP_TIME_LIMIT, wide: bool = False
+) -> RoundingResult:
     """The closest integer counts to ``x`` in L1 over the pass's queries (see module doc).
 
     1. The LP relaxation: when it is integral (often, thanks to the chords) it is the
@@ -334,8 +257,14 @@ def round_counts(cp: CompactProblem, x: np.ndarray, time_limit: float = MIP_TIME
     counts = inc.base.ravel().copy()
     counts[inc.var] += np.rint(y)
     counts = counts.reshape(inc.base.shape).astype(np.int64)
-    return RoundingResult(counts, l1_objective(cp, counts, x), result.status, inc.var.size,
-                          result is relaxed, result.gap)
+    return RoundingResult(
+        counts,
+        l1_objective(cp, counts, x),
+        result.status,
+        inc.var.size,
+        result is relaxed,
+        result.gap,
+    )
 
 
 def _violated(cp: CompactProblem, counts: np.ndarray) -> bool:
@@ -349,15 +278,18 @@ def _violated(cp: CompactProblem, counts: np.ndarray) -> bool:
     return bool(bad)
 
 
-def _branch_and_cut(program: LinearProgram, lp_x: np.ndarray, n_var: int,
-                    deadline: float) -> HighsResult:
+def _branch_and_cut(
+    program: LinearProgram, lp_x: np.ndarray, n_var: int, deadline: float
+) -> HighsResult:
     """Steps 2 and 3 of ``round_counts``: incumbent from the sub-MIP, then the full MIP."""
     fractional = np.abs(lp_x[:n_var] - np.rint(lp_x[:n_var])) > INTEGRALITY_TOLERANCE
     fixed = np.flatnonzero(~fractional)
     lower, upper = program.lower.copy(), program.upper.copy()
     lower[fixed] = upper[fixed] = np.rint(lp_x[fixed])
-    sub = solve_highs(dataclass_replace(program, lower=lower, upper=upper),
-                      max(deadline - time.perf_counter(), 0.01) / 4)
+    sub = solve_highs(
+        dataclass_replace(program, lower=lower, upper=upper),
+        max(deadline - time.perf_counter(), 0.01) / 4,
+    )
     start = sub.x if sub.has_solution else None
     full = solve_highs(program, max(deadline - time.perf_counter(), 0.01), start)
     if not full.has_solution:

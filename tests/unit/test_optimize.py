@@ -12,26 +12,18 @@ import dataclasses
 import numpy as np
 import pytest
 
-from das import l2
+from das import l2, l2_kkt, l2_start
+from das.compact import compact, layout, spread_counts
 from das.errors import InternalError
 from das.failsafe import feasible_point
-from das.optimize import (
-    UNBOUNDED,
-    FixedQuery,
-    Measurement,
-    ParentProblem,
-    check_solution,
-    compact,
-    layout,
-    solve_parent,
-    spread_counts,
-)
+from das.optimize import UNBOUNDED, FixedQuery, Measurement, ParentProblem, solve_parent
 from das.optimize_reference import (
     round_reference,
     rounding_objective,
     solve_l2_reference,
 )
 from das.rounding import round_counts
+from das.solution_check import check_solution
 from tests.unit.instances import (
     Instance,
     fixed_totals,
@@ -54,8 +46,15 @@ def _small(seed: int, **kw) -> Instance:
 
 def _toy(seed: int, **kw) -> Instance:
     """The 3 x 2 toy schema (one structural zero), 6 children."""
-    return parent_instance(seed, schema=toy_schema(), queries=TOY_QUERIES, n_children=6,
-                           mean_size=12.0, gq_rate=0.4, **kw)
+    return parent_instance(
+        seed,
+        schema=toy_schema(),
+        queries=TOY_QUERIES,
+        n_children=6,
+        mean_size=12.0,
+        gq_rate=0.4,
+        **kw,
+    )
 
 
 def _relative(a: float, b: float) -> float:
@@ -116,7 +115,9 @@ def test_l2_objective_matches_cvxpy_reference(seed):
     assert _relative(solution.l2_objective, objective) < 1e-6
     # the fast objective is computed from its own x: re-evaluate the reference's the same way
     lay = layout(problem)
-    assert solution.l2_objective <= l2.objective(compact(problem, lay), _blocks(x_ref, lay)) + 1e-6
+    assert (
+        solution.l2_objective <= l2_kkt.objective(compact(problem, lay), _blocks(x_ref, lay)) + 1e-6
+    )
 
 
 def _blocks(x_cells: np.ndarray, lay) -> np.ndarray:
@@ -133,7 +134,8 @@ def test_rounding_matches_reference_milp(seed):
     assert check_solution(problem, counts) == []
     assert solution.rounding_objective == pytest.approx(optimum, rel=1e-9, abs=1e-6)
     assert rounding_objective(problem, solution.counts, solution.x_l2) == pytest.approx(
-        solution.rounding_objective, abs=1e-6)
+        solution.rounding_objective, abs=1e-6
+    )
 
 
 def test_wide_rounding_is_feasible_and_no_worse():
@@ -155,7 +157,7 @@ def test_simplex_projection_matches_a_direct_solve():
     total = rng.integers(0, 6, 40).astype(float)
     allowed = rng.random((7, 40)) < 0.8
     allowed[0] = True
-    x = l2.project_columns(v, total, allowed)
+    x = l2_start.project_columns(v, total, allowed)
     np.testing.assert_allclose(x.sum(axis=0), total, atol=1e-12)
     assert (x >= 0).all() and not x[~allowed].any()
     for j in range(40):  # KKT: x = max(v - theta, 0) on allowed entries, one theta per column
@@ -220,11 +222,16 @@ def test_total_pass_rounding_is_the_milp_over_blocks():
     fit = l2.solve_l2(cp, feasible_point(cp))
     fast = round_counts(cp, fit.x)
     as_cells = ParentProblem(
-        parent=np.rint(cp.parent).astype(np.int64), n_children=cp.n_children,
-        measurements=(Measurement("total", np.ones((1, cp.n_blocks)), 0.1,
-                                  problem.measurements[0].answers),),
-        structural_zero=np.zeros(cp.n_blocks, dtype=bool), facility_groups=cp.groups,
-        group_lower=problem.group_lower, group_upper=problem.group_upper)
+        parent=np.rint(cp.parent).astype(np.int64),
+        n_children=cp.n_children,
+        measurements=(
+            Measurement("total", np.ones((1, cp.n_blocks)), 0.1, problem.measurements[0].answers),
+        ),
+        structural_zero=np.zeros(cp.n_blocks, dtype=bool),
+        facility_groups=cp.groups,
+        group_lower=problem.group_lower,
+        group_upper=problem.group_upper,
+    )
     _, optimum = round_reference(as_cells, fit.x)
     assert fast.objective == pytest.approx(optimum, abs=1e-6)
 
@@ -232,8 +239,9 @@ def test_total_pass_rounding_is_the_milp_over_blocks():
 def test_fixed_query_totals_equal_child_totals():
     instance = _small(41)
     by_totals = solve_parent(instance.problem)
-    as_fixed = dataclasses.replace(instance.problem, child_totals=None,
-                                   fixed=(fixed_totals(persons_schema(), instance.truth),))
+    as_fixed = dataclasses.replace(
+        instance.problem, child_totals=None, fixed=(fixed_totals(persons_schema(), instance.truth),)
+    )
     by_fixed = solve_parent(as_fixed)
     assert check_solution(as_fixed, by_fixed.counts) == []
     assert _relative(by_fixed.l2_objective, by_totals.l2_objective) < 1e-7
@@ -292,7 +300,8 @@ def test_failsafe_relaxes_upper_bounds_before_anything_else():
     solution = solve_parent(broken)
     assert solution.failsafe_used
     assert solution.failsafe_reason.startswith(
-        f"infeasible as given; group upper bounds relaxed by {short} in total")
+        f"infeasible as given; group upper bounds relaxed by {short} in total"
+    )
     assert "lower" not in solution.failsafe_reason
     _assert_integral_and_summing(broken, solution)
     assert check_solution(solution.problem, solution.counts) == []
@@ -309,7 +318,8 @@ def _assert_integral_and_summing(problem: ParentProblem, solution) -> None:
 def solved():
     instance = _small(61, gq_rate=0.6)
     problem = dataclasses.replace(
-        instance.problem, fixed=(fixed_totals(persons_schema(), instance.truth),))
+        instance.problem, fixed=(fixed_totals(persons_schema(), instance.truth),)
+    )
     return problem, solve_parent(problem).counts
 
 
@@ -336,15 +346,18 @@ def _broken(kind: str, problem: ParentProblem, counts: np.ndarray) -> np.ndarray
     return broken
 
 
-@pytest.mark.parametrize(("kind", "message"), [
-    ("fractional", "not integral: 1 entries"),
-    ("negative", "negative counts: 1 entries"),
-    ("moved", "children do not sum to the parent in 2 cells"),
-    ("swapped", "child totals not exact for children"),
-    ("swapped", "fixed query 'total' not exact: 2 entries"),
-    ("structural", "structural zeros not zero: 1 entries"),
-    ("dead", "cells that are zero in the parent are not zero: 1 entries"),
-])
+@pytest.mark.parametrize(
+    ("kind", "message"),
+    [
+        ("fractional", "not integral: 1 entries"),
+        ("negative", "negative counts: 1 entries"),
+        ("moved", "children do not sum to the parent in 2 cells"),
+        ("swapped", "child totals not exact for children"),
+        ("swapped", "fixed query 'total' not exact: 2 entries"),
+        ("structural", "structural zeros not zero: 1 entries"),
+        ("dead", "cells that are zero in the parent are not zero: 1 entries"),
+    ],
+)
 def test_check_solution_catches_each_violation(solved, kind, message):
     problem, counts = solved
     messages = check_solution(problem, _broken(kind, problem, counts))
@@ -370,24 +383,28 @@ def test_check_solution_catches_group_bounds(solved):
 def test_check_solution_catches_a_wrong_shape(solved):
     problem, counts = solved
     assert check_solution(problem, counts[:-1]) == [
-        f"counts have shape {counts[:-1].shape}, expected {counts.shape}"]
+        f"counts have shape {counts[:-1].shape}, expected {counts.shape}"
+    ]
 
 
 # ---- the problem refuses bad values --------------------------------------------------------
-@pytest.mark.parametrize(("change", "message"), [
-    ({"parent": "negative"}, "parent has negative count -1"),
-    ({"parent": "short"}, "parent must have shape (2016,)"),
-    ({"parent": "structural"}, "in structural-zero cell"),
-    ({"n_children": 0}, "n_children must be a positive integer, got 0"),
-    ({"child_totals": "short"}, "child_totals must have shape"),
-    ({"child_totals": "fraction"}, "child_totals must hold integers"),
-    ({"group_lower": None}, "facility_groups, group_lower and group_upper go together"),
-    ({"facility_groups": "range"}, "facility_groups must be in 0..7, got 0..8"),
-    ({"measurements": ()}, "a pass needs at least one measurement"),
-])
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"parent": "negative"}, "parent has negative count -1"),
+        ({"parent": "short"}, "parent must have shape (2016,)"),
+        ({"parent": "structural"}, "in structural-zero cell"),
+        ({"n_children": 0}, "n_children must be a positive integer, got 0"),
+        ({"child_totals": "short"}, "child_totals must have shape"),
+        ({"child_totals": "fraction"}, "child_totals must hold integers"),
+        ({"group_lower": None}, "facility_groups, group_lower and group_upper go together"),
+        ({"facility_groups": "range"}, "facility_groups must be in 0..7, got 0..8"),
+        ({"measurements": ()}, "a pass needs at least one measurement"),
+    ],
+)
 def test_problem_refuses_bad_values(change, message):
     problem = _small(71).problem
-    (name, how), = change.items()
+    ((name, how),) = change.items()
     value = how
     if name == "parent":
         value = problem.parent.copy()

@@ -1,0 +1,100 @@
+"""HiGHS on a linear or mixed-integer program: the one place that speaks highspy.
+
+The rounding MILP (``das.rounding``) and the failsafe's feasibility LP and slack MIPs
+(``das.failsafe``) state their models as a ``LinearProgram`` and get a ``HighsResult``
+back, so the solver's options (single-threaded, exact MIP gap) are set in one place.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import highspy
+import numpy as np
+import scipy.sparse as sp
+
+
+@dataclass(frozen=True)
+class HighsResult:
+    """What a HiGHS run returned: status, column values (if any), objective, MIP gap."""
+
+    status: str
+    x: np.ndarray
+    objective: float
+    has_solution: bool
+    gap: float
+
+
+@dataclass(frozen=True)
+class LinearProgram:
+    """min cost @ x + offset s.t. row_lower <= A x <= row_upper, lower <= x <= upper."""
+
+    cost: np.ndarray
+    lower: np.ndarray
+    upper: np.ndarray
+    matrix: sp.csc_matrix
+    row_lower: np.ndarray
+    row_upper: np.ndarray
+    integer: np.ndarray | None = None
+    offset: float = 0.0
+
+
+def _highs_model(program: LinearProgram) -> highspy.HighsLp:
+    lp = highspy.HighsLp()
+    lp.num_col_ = int(program.cost.size)
+    lp.num_row_ = int(program.matrix.shape[0])
+    lp.col_cost_ = program.cost
+    lp.col_lower_ = program.lower
+    lp.col_upper_ = program.upper
+    lp.row_lower_ = program.row_lower
+    lp.row_upper_ = program.row_upper
+    lp.offset_ = program.offset
+    matrix = sp.csc_matrix(program.matrix)
+    lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
+    lp.a_matrix_.start_ = matrix.indptr
+    lp.a_matrix_.index_ = matrix.indices
+    lp.a_matrix_.value_ = matrix.data
+    if program.integer is not None and program.integer.any():
+        kinds = (highspy.HighsVarType.kContinuous, highspy.HighsVarType.kInteger)
+        lp.integrality_ = [kinds[int(v)] for v in program.integer]
+    return lp
+
+
+def solve_highs(
+    program: LinearProgram, time_limit: float = 600.0, start: np.ndarray | None = None
+) -> HighsResult:
+    """Run HiGHS (simplex for an LP, branch and cut for a MIP) on ``program``, single-threaded.
+
+    The MIP gap is closed exactly (``mip_rel_gap`` 0, absolute 1e-7): the rounding must be
+    the MILP's optimum, not a near one. ``start`` is a feasible point to begin from.
+    Restarts after root reduced-cost fixing are off: on these models they cost more than
+    they save (24 block groups: mean rounding 0.64 -> 0.45 s, worst 5.1 -> 3.5 s).
+    """
+    highs = highspy.Highs()
+    for name, value in (
+        ("output_flag", False),
+        ("threads", 1),
+        ("mip_rel_gap", 0.0),
+        ("mip_abs_gap", 1e-7),
+        ("mip_allow_restart", False),
+        ("time_limit", float(time_limit)),
+    ):
+        highs.setOptionValue(name, value)
+    highs.passModel(_highs_model(program))
+    if start is not None:
+        solution = highspy.HighsSolution()
+        solution.col_value = list(start)
+        solution.value_valid = True
+        highs.setSolution(solution)
+    highs.run()
+    info = highs.getInfo()
+    has_solution = info.primal_solution_status == 2  # kSolutionStatusFeasible
+    values = np.asarray(highs.getSolution().col_value, dtype=float)
+    gap = float(info.mip_gap) if program.integer is not None else 0.0
+    return HighsResult(
+        highs.modelStatusToString(highs.getModelStatus()),
+        values,
+        float(info.objective_function_value),
+        has_solution,
+        gap,
+    )
