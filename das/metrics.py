@@ -23,6 +23,7 @@ from pyspark.sql import types as T
 
 from das.config import Config
 from das.read import LevelHistograms
+from das.schema import Query
 
 SIZE_BINS = (0, 1, 10, 100, 1_000, 10_000)  # lower edges: 0, 1-9, 10-99, ...
 
@@ -51,8 +52,8 @@ def level_errors(
     config: Config, level: str, truth: LevelHistograms, protected: DataFrame, nmf: DataFrame
 ) -> pd.DataFrame:
     """Error sums of one level, aggregated by Spark; a small table reaches the driver."""
-    queries = config.queries[level]
-    names = [q.name for q in queries]
+    names = [q.name for q in config.queries[level]]
+    queries = (config.schema.query("total"), *[config.schema.query(n) for n in names])
     noisy = (
         nmf.filter(F.col("level") == level)
         .groupBy("geocode")
@@ -77,25 +78,10 @@ def level_errors(
         )
         .join(noisy, "geocode", "left")
     )
-    all_queries = config.schema.query("total"), *[config.schema.query(n) for n in names]
 
     def partial(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
         for batch in batches:
-            rows = []
-            for _, row in batch.iterrows():
-                truth_cells = np.asarray(row["t_cells"], dtype=np.int64)
-                truth_counts = np.asarray(row["t_counts"], dtype=np.int64)
-                bin_name = size_bin(int(truth_counts.sum()))
-                for q in all_queries:
-                    true = q.answer(truth_cells, truth_counts)
-                    got = q.answer(
-                        np.asarray(row["p_cells"], dtype=np.int64),
-                        np.asarray(row["p_counts"], dtype=np.int64),
-                    )
-                    rows.append(_sums("protected", q.name, bin_name, got - true))
-                    if q.name in names and row[f"n{names.index(q.name)}"] is not None:
-                        noisy_values = np.asarray(row[f"n{names.index(q.name)}"], dtype=np.int64)
-                        rows.append(_sums("noisy", q.name, bin_name, noisy_values - true))
+            rows = [r for _, row in batch.iterrows() for r in geounit_errors(row, queries, names)]
             yield pd.DataFrame(rows, columns=_PARTIAL.fieldNames())
 
     sums = (
@@ -103,10 +89,32 @@ def level_errors(
         .groupBy("source", "query", "size_bin")
         .agg(*[F.sum(c).alias(c) for c in ("cells", "abs", "sq", "signed")])
     )
-    table = sums.toPandas()
-    overall = table.groupby(["source", "query"], as_index=False)[
-        ["cells", "abs", "sq", "signed"]
-    ].sum()
+    return _summarise(sums.toPandas(), level)
+
+
+def geounit_errors(row: pd.Series, queries: tuple[Query, ...], measured: list[str]) -> list[tuple]:
+    """Error sums of one geounit: protected minus true for every query, noisy minus true too."""
+    truth_cells = np.asarray(row["t_cells"], dtype=np.int64)
+    truth_counts = np.asarray(row["t_counts"], dtype=np.int64)
+    protected_cells = np.asarray(row["p_cells"], dtype=np.int64)
+    protected_counts = np.asarray(row["p_counts"], dtype=np.int64)
+    bin_name = size_bin(int(truth_counts.sum()))
+    rows = []
+    for q in queries:
+        true = q.answer(truth_cells, truth_counts)
+        rows.append(
+            _sums("protected", q.name, bin_name, q.answer(protected_cells, protected_counts) - true)
+        )
+        noisy = row[f"n{measured.index(q.name)}"] if q.name in measured else None
+        if noisy is not None:
+            rows.append(_sums("noisy", q.name, bin_name, np.asarray(noisy, dtype=np.int64) - true))
+    return rows
+
+
+def _summarise(table: pd.DataFrame, level: str) -> pd.DataFrame:
+    """Per-bin sums -> MAE, RMSE and mean signed error per cell, with an "all" bin added."""
+    columns = ["cells", "abs", "sq", "signed"]
+    overall = table.groupby(["source", "query"], as_index=False)[columns].sum()
     overall["size_bin"] = "all"
     table = pd.concat([overall, table], ignore_index=True)
     table.insert(0, "level", level)

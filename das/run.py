@@ -27,7 +27,7 @@ from das.measure import nmf_complete, read_nmf, write_nmf
 from das.metrics import level_errors, write_metrics
 from das.noise import Rng, secure_rng, seeded_rng
 from das.progress import Progress
-from das.read import read_histograms
+from das.read import LevelHistograms, read_histograms
 from das.spark import spark_session
 from das.topdown import LevelReport, solve_and_checkpoint
 from das.validate import validate_run
@@ -82,52 +82,29 @@ def run_job(
     resume: bool = False,
     spark: SparkSession | None = None,
 ) -> RunResult:
+    """The whole run; raises UserError on bad input, InternalError if the output fails validation."""
     prepare_output(config, output, resume)
     spark = spark or spark_session(config.file.spark, f"das {config.file.run.name}")
     progress = Progress(spark.sparkContext)
-    geography = config.geography
     with progress.phase("read"):
         histograms = read_histograms(spark, config, input_dir)
         geounits = {lv: h.frame.count() for lv, h in histograms.items()}
-    nmf_path = f"{output}/nmf"
-    rng, noise_source = noise_generator(config)
-    if resume and nmf_complete(nmf_path):
-        log.info("measure: reusing the noisy measurements in %s (noise is never redrawn)", nmf_path)
-    else:
-        counter = progress.counter()
-        with progress.phase("measure", sum(geounits.values()), counter):
-            write_nmf(histograms, config, rng, nmf_path, counter)
-    nmf = read_nmf(spark, nmf_path)
-    reports: list[LevelReport] = []
-    protected: dict[str, DataFrame] = {}
-    parents = None
-    for index, level in enumerate(geography.levels):
-        parent_count = geounits[geography.levels[index - 1].name] if index else 1
-        counter = progress.counter()
-        with progress.phase(f"solve {level.name}", parent_count, counter, "parents"):
-            parents, report = solve_and_checkpoint(
-                spark, config, nmf, histograms, output, index, parents, counter
-            )
-        reports.append(report)
-        protected[level.name] = parents
+    nmf, noise_source = measure(spark, config, histograms, geounits, output, resume, progress)
+    reports, protected = solve_levels(spark, config, nmf, histograms, geounits, output, progress)
+    blocks = protected[config.geography.block.name]
     with progress.phase("write"):
-        write_microdata(
-            parents, config.schema, f"{output}/mdf", config.file.spark.shuffle_partitions
-        )
-        records = {"output_records": spark.read.parquet(f"{output}/mdf").count()}
+        mdf = f"{output}/mdf"
+        write_microdata(blocks, config.schema, mdf, config.file.spark.shuffle_partitions)
+        records = {"output_records": spark.read.parquet(mdf).count()}
+    with progress.phase("metrics (confidential)"):
+        tables = [
+            level_errors(config, lv, histograms[lv], frame, nmf) for lv, frame in protected.items()
+        ]
+        write_metrics(pd.concat(tables, ignore_index=True), f"{output}/confidential")
     certificate = build_certificate(
         config, noise_source=noise_source, records=records, levels=reports, timings=progress.timings
     )
     write_certificate(certificate, output)
-    with progress.phase("metrics (confidential)"):
-        table = pd.concat(
-            [
-                level_errors(config, name, histograms[name], frame, nmf)
-                for name, frame in protected.items()
-            ],
-            ignore_index=True,
-        )
-        write_metrics(table, f"{output}/confidential")
     with progress.phase("validate"):
         problems = validate_run(spark, input_dir, output)
     if problems:
@@ -136,3 +113,50 @@ def run_job(
         "done: protected microdata in %s/mdf, certificate in %s/certificate.md", output, output
     )
     return RunResult(output=output, certificate=certificate)
+
+
+def measure(
+    spark: SparkSession,
+    config: Config,
+    histograms: dict[str, LevelHistograms],
+    geounits: dict[str, int],
+    output: str,
+    resume: bool,
+    progress: Progress,
+) -> tuple[DataFrame, str]:
+    """Write the NMF (or keep a finished one when resuming) and read it back from disk."""
+    path = f"{output}/nmf"
+    rng, noise_source = noise_generator(config)
+    if resume and nmf_complete(path):
+        log.info("measure: reusing the noisy measurements in %s (noise is never redrawn)", path)
+    else:
+        counter = progress.counter()
+        with progress.phase("measure", sum(geounits.values()), counter):
+            write_nmf(histograms, config, rng, path, counter)
+    return read_nmf(spark, path), noise_source
+
+
+def solve_levels(
+    spark: SparkSession,
+    config: Config,
+    nmf: DataFrame,
+    histograms: dict[str, LevelHistograms],
+    geounits: dict[str, int],
+    output: str,
+    progress: Progress,
+) -> tuple[list[LevelReport], dict[str, DataFrame]]:
+    """Every level, root first, each checkpointed; returns its report and solution per level."""
+    levels = config.geography.levels
+    reports: list[LevelReport] = []
+    protected: dict[str, DataFrame] = {}
+    parents = None
+    for index, level in enumerate(levels):
+        parent_count = geounits[levels[index - 1].name] if index else 1
+        counter = progress.counter()
+        with progress.phase(f"solve {level.name}", parent_count, counter, "parents"):
+            parents, report = solve_and_checkpoint(
+                spark, config, nmf, histograms, output, index, parents, counter
+            )
+        reports.append(report)
+        protected[level.name] = parents
+    return reports, protected
