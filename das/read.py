@@ -236,3 +236,9 @@ def read_histograms(
         level.name: level_histograms(level, counts, unit_counts)
         for level in config.geography.levels
     }
+
+
+def input_counts(spark: SparkSession, config: Config, input_dir: str) -> dict[str, int]:
+    """Rows of each input table, for the certificate (totals that the invariants publish)."""
+    tables = load_tables(spark, config, input_dir)
+    return {"input_persons": tables.persons.count(), "input_units": tables.units.count()}

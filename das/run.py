@@ -27,7 +27,7 @@ from das.measure import nmf_complete, read_nmf, write_nmf
 from das.metrics import level_errors, write_metrics
 from das.noise import Rng, secure_rng, seeded_rng
 from das.progress import Progress
-from das.read import LevelHistograms, read_histograms
+from das.read import LevelHistograms, input_counts, read_histograms
 from das.spark import spark_session
 from das.topdown import LevelReport, solve_and_checkpoint
 from das.validate import validate_run
@@ -95,7 +95,10 @@ def run_job(
     with progress.phase("write"):
         mdf = f"{output}/mdf"
         write_microdata(blocks, config.schema, mdf, config.file.spark.shuffle_partitions)
-        records = {"output_records": spark.read.parquet(mdf).count()}
+        records = {
+            **input_counts(spark, config, input_dir),
+            "output_records": spark.read.parquet(mdf).count(),
+        }
     with progress.phase("metrics (confidential)"):
         tables = [
             level_errors(config, lv, histograms[lv], frame, nmf) for lv, frame in protected.items()

@@ -59,6 +59,7 @@ def test_run_is_valid_and_certified(spark, demo_run, two_counties):
     cert = json.loads((output / "certificate.json").read_text())
     assert cert["privacy"]["rho_matches_config"] is True
     assert cert["records"]["output_records"] == 4000  # the state total is invariant
+    assert cert["records"]["input_persons"] == 4000 and cert["records"]["input_units"] > 0
     assert cert["postprocessing"]["failsafes"] == 0
     assert (output / "certificate.md").read_text().startswith("# Run certificate")
     assert (output / "confidential" / "report.html").exists()
