@@ -136,10 +136,21 @@ def read_nmf(spark: SparkSession, path: str) -> DataFrame:
     return spark.read.schema(NMF_SCHEMA).parquet(path)
 
 
-def level_measurements(nmf: DataFrame, level: str) -> DataFrame:
-    """One row per geounit of ``level``: geocode, and a map query -> noisy values."""
+def level_measurements(nmf: DataFrame, level: str, queries: list[str]) -> DataFrame:
+    """One row per geounit of ``level``: geocode, then column ``q{i}`` = noisy values of queries[i].
+
+    Columns are positional because query names such as ``votingage*cenrace`` are awkward
+    column names; callers index them by the order of ``queries``.
+    """
     return (
         nmf.filter(F.col("level") == level)
         .groupBy("geocode")
-        .agg(F.map_from_entries(F.collect_list(F.struct("query", "values"))).alias("measurements"))
+        .agg(
+            *[
+                F.first(F.when(F.col("query") == q, F.col("values")), ignorenulls=True).alias(
+                    f"q{i}"
+                )
+                for i, q in enumerate(queries)
+            ]
+        )
     )

@@ -22,6 +22,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from das.config import Config
+from das.measure import level_measurements
 from das.read import LevelHistograms
 from das.schema import Query
 
@@ -52,20 +53,11 @@ def level_errors(
     config: Config, level: str, truth: LevelHistograms, protected: DataFrame, nmf: DataFrame
 ) -> pd.DataFrame:
     """Error sums of one level, aggregated by Spark; a small table reaches the driver."""
-    names = [q.name for q in config.queries[level]]
-    queries = (config.schema.query("total"), *[config.schema.query(n) for n in names])
-    noisy = (
-        nmf.filter(F.col("level") == level)
-        .groupBy("geocode")
-        .agg(
-            *[
-                F.first(F.when(F.col("query") == n, F.col("values")), ignorenulls=True).alias(
-                    f"n{i}"
-                )
-                for i, n in enumerate(names)
-            ]
-        )
-    )
+    measured = config.queries[level]
+    names = [q.name for q in measured]
+    # total population is always reported, measured at this level or not (the US is not)
+    queries = measured if "total" in names else (config.schema.query("total"), *measured)
+    noisy = level_measurements(nmf, level, names)
     joined = (
         truth.frame.select(
             "geocode", F.col("cells").alias("t_cells"), F.col("counts").alias("t_counts")
@@ -105,7 +97,7 @@ def geounit_errors(row: pd.Series, queries: tuple[Query, ...], measured: list[st
         rows.append(
             _sums("protected", q.name, bin_name, q.answer(protected_cells, protected_counts) - true)
         )
-        noisy = row[f"n{measured.index(q.name)}"] if q.name in measured else None
+        noisy = row[f"q{measured.index(q.name)}"] if q.name in measured else None
         if noisy is not None:
             rows.append(_sums("noisy", q.name, bin_name, np.asarray(noisy, dtype=np.int64) - true))
     return rows

@@ -176,6 +176,11 @@ def records(schema: Schema, persons: DataFrame, units: DataFrame) -> DataFrame:
 
 
 # ---- histograms ---------------------------------------------------------------------------
+def geocode_of(column: str, length: int) -> Column:
+    """The geocode at prefix ``length`` of a GEOID column ("" for the root of a US run)."""
+    return F.substring(column, 1, length) if length else F.lit("")
+
+
 def block_counts(schema: Schema, persons: DataFrame, units: DataFrame) -> DataFrame:
     """Long-format block histogram: (geoid, cell, count) for nonzero cells only."""
     return (
@@ -198,7 +203,7 @@ def block_units(units: DataFrame) -> DataFrame:
 
 def level_histograms(level: Level, counts: DataFrame, unit_counts: DataFrame) -> LevelHistograms:
     """Sum block counts and unit counts to the geounits of ``level`` (prefix of the GEOID)."""
-    code = F.substring("geoid", 1, level.length) if level.length else F.lit("")
+    code = geocode_of("geoid", level.length)
     hist = (
         counts.groupBy(code.alias("geocode"), "cell")
         .agg(F.sum("count").alias("count"))

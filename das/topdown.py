@@ -11,6 +11,7 @@ next level starts, so a run can resume from the last finished level.
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,6 +25,7 @@ from pyspark.sql import types as T
 from das.config import Config
 from das.errors import InternalError, UserError
 from das.geography import Level
+from das.measure import level_measurements
 from das.optimize import (
     UNBOUNDED,
     FixedQuery,
@@ -33,7 +35,7 @@ from das.optimize import (
     check_solution,
     solve_parent,
 )
-from das.read import LevelHistograms
+from das.read import LevelHistograms, geocode_of
 from das.schema import Query, Schema
 
 log = logging.getLogger("das.topdown")
@@ -195,8 +197,6 @@ def solve_family(
 
 def _family_rows(plan: LevelPlan, group: pd.DataFrame, parent: np.ndarray | None) -> pd.DataFrame:
     """Solve one family (the rows of ``group`` are the children) and format the output rows."""
-    import time
-
     start = time.perf_counter()
     group = group.sort_values("geocode", kind="stable")  # Spark gives no order inside a group
     answers = {
@@ -227,15 +227,7 @@ def _family_rows(plan: LevelPlan, group: pd.DataFrame, parent: np.ndarray | None
 # ---- Spark --------------------------------------------------------------------------------
 def children_frame(nmf: DataFrame, histograms: LevelHistograms, plan: LevelPlan) -> DataFrame:
     """One row per geounit of the level: its noisy answers per query, units, (invariant) total."""
-    level_rows = nmf.filter(F.col("level") == plan.level)
-    pivot = level_rows.groupBy("geocode").agg(
-        *[
-            F.first(F.when(F.col("query") == q.name, F.col("values")), ignorenulls=True).alias(
-                f"q{i}"
-            )
-            for i, q in enumerate(plan.queries)
-        ]
-    )
+    pivot = level_measurements(nmf, plan.level, [q.name for q in plan.queries])
     invariants = histograms.frame.select(
         "geocode",
         "units",
@@ -277,7 +269,7 @@ def solve_level(
     plan = level_plan(config, histograms.level.name)
     children = children_frame(nmf, histograms, plan).withColumn(
         "parent",
-        F.substring("geocode", 1, parent_level.length) if parent_level.length else F.lit(""),
+        geocode_of("geocode", parent_level.length),
     )
     family = children.join(
         parents.select(

@@ -20,6 +20,7 @@ from pyspark.sql import functions as F
 from das.config import Config, build_config
 from das.errors import UserError
 from das.measure import NMF_SCHEMA
+from das.read import load_tables
 from das.schema import Schema
 from das.write import GEOGRAPHY_COLUMNS
 
@@ -240,23 +241,11 @@ def check_certificate(certificate: dict, records: int, config: Config) -> list[s
     return problems
 
 
-# ---- input tables, read directly --------------------------------------------------------
-def _read_table(spark: SparkSession, config: Config, input_dir: str, name: str) -> DataFrame:
-    settings = config.file.input
-    path = f"{input_dir.rstrip('/')}/{name}"
-    frame = (
-        spark.read.option("header", True).csv(path)
-        if settings.format == "csv"
-        else spark.read.parquet(path)
-    )
-    for contract, actual in settings.columns.items():
-        if actual in frame.columns:
-            frame = frame.withColumnRenamed(actual, contract)
-    return frame
-
-
+# ---- input tables ------------------------------------------------------------------------
+# Read with the engine's loader (file format, column mapping); every check above is the
+# validator's own.
 def _units(spark: SparkSession, config: Config, input_dir: str) -> DataFrame:
-    units = _read_table(spark, config, input_dir, config.file.input.units)
+    units = load_tables(spark, config, input_dir).units
     return units.select(
         "geoid",
         F.col("gqtype").cast("int").alias("gqtype"),
@@ -270,4 +259,4 @@ def _records_table(spark: SparkSession, config: Config, input_dir: str) -> DataF
         for column, allowed in config.schema.record_filter.items():
             units = units.filter(F.col(column).isin(list(allowed)))
         return units
-    return _read_table(spark, config, input_dir, config.file.input.persons).select("geoid")
+    return load_tables(spark, config, input_dir).persons.select("geoid")

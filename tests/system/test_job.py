@@ -50,6 +50,11 @@ def _das(*args: str, **kwargs) -> subprocess.Popen:
     )
 
 
+def _job_args(input_dir: Path, output: Path, seed: int) -> list[str]:
+    """The arguments that `das run` and `jobs/topdown.py` share, for the demo config."""
+    return [str(DEMO), "--input", str(input_dir), "--output", str(output), "--seed", str(seed)]
+
+
 def _tree_digest(directory: Path) -> dict[str, str]:
     """Content of every Parquet dataset part under ``directory``, by partition folder."""
     digests = {}
@@ -72,9 +77,7 @@ def _file_bytes(directory: Path) -> dict[str, bytes]:
 
 def test_killed_mid_level_then_resumed_gives_a_valid_run(spark, fixture_input, tmp_path):
     output = tmp_path / "run"
-    process = _das(
-        "run", str(DEMO), "--input", str(fixture_input), "--output", str(output), "--seed", "5"
-    )
+    process = _das("run", *_job_args(fixture_input, output, seed=5))
     deadline = time.monotonic() + 300
     marker = output / "levels" / "county" / "_SUCCESS"
     while not marker.exists() and process.poll() is None and time.monotonic() < deadline:
@@ -86,13 +89,7 @@ def test_killed_mid_level_then_resumed_gives_a_valid_run(spark, fixture_input, t
     nmf_before = _file_bytes(output / "nmf")
     resumed = _das(
         "run",
-        str(DEMO),
-        "--input",
-        str(fixture_input),
-        "--output",
-        str(output),
-        "--seed",
-        "5",
+        *_job_args(fixture_input, output, seed=5),
         "--resume",
     )
     log, _ = resumed.communicate(timeout=600)
@@ -115,16 +112,7 @@ def test_spark_submit_gives_the_same_output_as_das_run(fixture_input, tmp_path):
     }.items():
         output = tmp_path / name
         done = subprocess.run(
-            [
-                *command,
-                str(DEMO),
-                "--input",
-                str(fixture_input),
-                "--output",
-                str(output),
-                "--seed",
-                "9",
-            ],
+            [*command, *_job_args(fixture_input, output, seed=9)],
             env=_env(),
             cwd=ROOT,
             capture_output=True,
