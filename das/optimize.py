@@ -39,7 +39,7 @@ from das.errors import InternalError
 from das.failsafe import feasible_point, relax
 from das.l2 import solve_l2
 from das.problem import UNBOUNDED, FixedQuery, Measurement, ParentProblem
-from das.rounding import MIP_TIME_LIMIT, round_counts
+from das.rounding import MIP_RELATIVE_GAP, MIP_TIME_LIMIT, round_counts
 from das.solution_check import check_solution
 
 __all__ = [
@@ -113,12 +113,16 @@ def _feasible_form(
 
 
 def solve_parent(
-    problem: ParentProblem, *, mip_time_limit: float = MIP_TIME_LIMIT
+    problem: ParentProblem,
+    *,
+    mip_time_limit: float = MIP_TIME_LIMIT,
+    mip_gap: float = MIP_RELATIVE_GAP,
 ) -> ParentSolution:
     """L2 fit then integer rounding for one parent and all its children, one pass.
 
     ``mip_time_limit`` bounds the rounding MIP (NP-hard in general); past it the best
-    integer solution found is used and ``rounding_status`` says so.
+    integer solution found is used and ``rounding_status`` says so. A rounding within
+    ``mip_gap`` (relative, of its L1 objective) of the proven bound is accepted.
     Raises InternalError if the final counts break any constraint of the problem solved
     (the input, or its failsafe relaxation if the input was infeasible).
     """
@@ -127,7 +131,7 @@ def solve_parent(
     l2_start = time.perf_counter()
     fit = solve_l2(cp, feasible)
     rounding_start = time.perf_counter()
-    rounded = round_counts(cp, fit.x, mip_time_limit)
+    rounded = round_counts(cp, fit.x, mip_time_limit, relative_gap=mip_gap)
     end = time.perf_counter()
     counts = spread_counts(problem, lay, rounded.counts)
     violations = check_solution(problem, counts)

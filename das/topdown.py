@@ -65,6 +65,8 @@ class LevelPlan:
     schema: Schema
     failsafe: bool
     solver: str
+    mip_gap: float
+    mip_time_limit: float
 
 
 def level_plan(config: Config, level: str) -> LevelPlan:
@@ -83,15 +85,20 @@ def level_plan(config: Config, level: str) -> LevelPlan:
         schema=config.schema,
         failsafe=config.file.postprocess.failsafe,
         solver=config.file.postprocess.solver,
+        mip_gap=config.file.postprocess.mip_gap,
+        mip_time_limit=config.file.postprocess.mip_time_limit,
     )
 
 
 # ---- one parent ---------------------------------------------------------------------------
-def solve_with_reference(problem: ParentProblem) -> ParentSolution:
-    """The cvxpy reference as a production solver: slow, no failsafe, checked like the other."""
+def solve_with_reference(
+    problem: ParentProblem, *, mip_time_limit: float, mip_gap: float
+) -> ParentSolution:
+    """The cvxpy reference as a production solver: slow, no failsafe, checked like the other.
+    Its MILP is always solved to optimality (``mip_gap`` is not used)."""
     from das.optimize_reference import solve_parent_reference  # imports cvxpy: only when chosen
 
-    result = solve_parent_reference(problem)
+    result = solve_parent_reference(problem, mip_time_limit)
     if result.counts is None:
         raise InternalError(
             f"the cvxpy reference found no integer solution ({result.rounding_status})"
@@ -175,7 +182,9 @@ def solve_family(
             child_totals=totals,
             fixed=tuple(fixed),
         )
-        solution = SOLVERS[plan.solver](problem)
+        solution = SOLVERS[plan.solver](
+            problem, mip_time_limit=plan.mip_time_limit, mip_gap=plan.mip_gap
+        )
         counts = solution.counts
         if solution.failsafe_used and not plan.failsafe:
             raise InternalError(

@@ -129,7 +129,7 @@ def _blocks(x_cells: np.ndarray, lay) -> np.ndarray:
 @pytest.mark.parametrize("seed", SEEDS)
 def test_rounding_matches_reference_milp(seed):
     problem = _small(seed).problem
-    solution = solve_parent(problem)
+    solution = solve_parent(problem, mip_gap=0.0)
     counts, optimum = round_reference(problem, solution.x_l2)
     assert check_solution(problem, counts) == []
     assert solution.rounding_objective == pytest.approx(optimum, rel=1e-9, abs=1e-6)
@@ -211,6 +211,18 @@ def test_total_pass_shrinks_to_one_block_per_group(seed):
     assert check_solution(problem, solution.counts) == []
     _, objective = solve_l2_reference(problem)
     assert _relative(solution.l2_objective, objective) < 1e-6
+
+
+@pytest.mark.parametrize("gap", [1e-3, 0.05])
+def test_rounding_within_the_accepted_gap_of_the_reference_milp(gap):
+    """With postprocess.mip_gap > 0 the rounding may stop early, but never further than the
+    gap above the MILP optimum, and it reports a gap no larger than the one accepted."""
+    for seed in SEEDS:
+        problem = _small(seed).problem
+        solution = solve_parent(problem, mip_gap=gap)
+        _, optimum = round_reference(problem, solution.x_l2)
+        assert optimum - 1e-6 <= solution.rounding_objective <= optimum * (1 + gap) + 1e-6
+        assert solution.stats["mip_gap"] <= gap + 1e-12 or solution.rounding_status != "Optimal"
 
 
 def test_total_pass_rounding_is_the_milp_over_blocks():
