@@ -4,7 +4,10 @@ These numbers compare the protected histograms (and the raw noisy measurements, 
 contrast) with the true ones, so they are NOT differentially private and never go into
 the public outputs: they are written under ``confidential/`` only. Per level, source
 (protected or noisy) and query: mean absolute error, root mean squared error and mean
-signed error per cell, overall and by the geounit's true population size.
+signed error per cell, overall and by two properties of the geounit's TRUE histogram:
+its population size (``size_bin``) and its race/ethnicity diversity (``diversity_bin``).
+Every combination of the two is a row, and ``"all"`` in either column is the marginal
+over it, so bias can be read by size, by diversity or by both.
 """
 
 from __future__ import annotations
@@ -12,7 +15,8 @@ from __future__ import annotations
 import html
 import itertools
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
@@ -24,15 +28,30 @@ from pyspark.sql import types as T
 from das.config import Config
 from das.measure import level_measurements
 from das.read import LevelHistograms
-from das.schema import Query
+from das.schema import Query, Schema, cenrace_combinations
 
+ALL = "all"
 SIZE_BINS = (0, 1, 10, 100, 1_000, 10_000)  # lower edges: 0, 1-9, 10-99, ...
+#: Lower edges of the diversity bins; the last bin is closed: [0.5, 1].
+DIVERSITY_BINS = (Fraction(0), Fraction(1, 10), Fraction(3, 10), Fraction(1, 2))
+#: The diversity groups, in the order of ``diversity_groups``' codes.
+DIVERSITY_GROUPS = (
+    "hispanic",
+    "white_alone",
+    "black_alone",
+    "aian_alone",
+    "asian_alone",
+    "nhpi_alone",
+    "sor_alone_or_two_plus",
+)
+#: Rows of one batch evaluated at once: bounds the (rows x query cells) arrays to ~16 MB each.
+_CHUNK_CELLS = 2_000_000
+_SUMS = ["cells", "abs", "sq", "signed"]
+_KEYS = ["source", "query", "size_bin", "diversity_bin"]
 
 _PARTIAL = T.StructType(
-    [
-        T.StructField("source", T.StringType()),
-        T.StructField("query", T.StringType()),
-        T.StructField("size_bin", T.StringType()),
+    [T.StructField(k, T.StringType()) for k in _KEYS]
+    + [
         T.StructField("cells", T.LongType()),
         T.StructField("abs", T.DoubleType()),
         T.StructField("sq", T.DoubleType()),
@@ -41,14 +60,80 @@ _PARTIAL = T.StructType(
 )
 
 
+# ---- bins -----------------------------------------------------------------------------------
+def _size_labels() -> list[str]:
+    labels = [
+        f"{lo}" if hi == lo + 1 else f"{lo}-{hi - 1}" for lo, hi in itertools.pairwise(SIZE_BINS)
+    ]
+    return [*labels, f"{SIZE_BINS[-1]}+"]
+
+
+def size_bins(population: np.ndarray) -> np.ndarray:
+    """Label of the population-size bin (edges SIZE_BINS) of each population."""
+    index = np.searchsorted(SIZE_BINS, np.asarray(population), side="right") - 1
+    return np.asarray(_size_labels(), dtype=object)[index]
+
+
 def size_bin(population: int) -> str:
     """Label of the population-size bin (edges SIZE_BINS) that ``population`` falls in."""
-    for lo, hi in itertools.pairwise(SIZE_BINS):
-        if population < hi:
-            return f"{lo}" if hi == lo + 1 else f"{lo}-{hi - 1}"
-    return f"{SIZE_BINS[-1]}+"
+    return str(size_bins(np.array([population]))[0])
 
 
+def _diversity_labels() -> list[str]:
+    edges = [*DIVERSITY_BINS, Fraction(1)]
+    return [f"{float(lo):g}-{float(hi):g}" for lo, hi in itertools.pairwise(edges)]
+
+
+def diversity_groups(schema: Schema) -> np.ndarray | None:
+    """Diversity group (index into DIVERSITY_GROUPS) of every histogram cell, or None.
+
+    Hispanic persons form one group whatever their race; non-Hispanic persons are grouped
+    by CENRACE: each of White, Black, AIAN, Asian, NHPI alone is a group, and Some Other
+    Race alone shares the last group with every combination of two or more races. A schema
+    without a ``hispanic`` attribute and a 63-level ``cenrace`` one (e.g. the units
+    product) has no diversity: None.
+    """
+    names = {a.name for a in schema.attributes}
+    if not {"hispanic", "cenrace"} <= names or schema.attribute("cenrace").size != 63:
+        return None
+    codes = schema.cell_codes(np.arange(schema.size))
+    hispanic = codes[:, schema.axis("hispanic")] == 1
+    single = [combo[0] if len(combo) == 1 else 5 for combo in cenrace_combinations()]
+    race_group = 1 + np.minimum(np.asarray(single), 5)  # SOR alone (5) and 2+ races -> 6
+    return np.where(hispanic, 0, race_group[codes[:, schema.axis("cenrace")]]).astype(np.int64)
+
+
+def diversity_index(group_counts: np.ndarray) -> np.ndarray:
+    """Probability that two persons drawn at random (with replacement) differ in group.
+
+    ``group_counts`` is (geounits x groups); an empty geounit has index 0. Used for
+    reporting only; the bins use the exact integer form in ``diversity_bins``.
+    """
+    counts = np.asarray(group_counts, dtype=np.float64)
+    total = counts.sum(axis=1)
+    same = (counts**2).sum(axis=1) / np.maximum(total, 1) ** 2
+    return np.where(total > 0, 1.0 - same, 0.0)
+
+
+def diversity_bins(group_counts: np.ndarray) -> np.ndarray:
+    """Label of the diversity bin (edges DIVERSITY_BINS) of each row of group counts.
+
+    Compared in integers (index >= a/b  <=>  b * (N^2 - sum n_g^2) >= a * N^2), so a
+    geounit exactly on an edge, e.g. two equal groups (index 1/2), is never misplaced by
+    rounding. Empty geounits have index 0. int64 holds N^2 * 10 up to N ~ 9.6e8 persons.
+    """
+    counts = np.asarray(group_counts, dtype=np.int64)
+    total = counts.sum(axis=1)
+    square = total * total
+    differ = square - (counts * counts).sum(axis=1)
+    index = sum(
+        ((differ * edge.denominator >= square * edge.numerator) & (total > 0)).astype(np.int64)
+        for edge in DIVERSITY_BINS[1:]
+    )
+    return np.asarray(_diversity_labels(), dtype=object)[index]
+
+
+# ---- errors on Spark ------------------------------------------------------------------------
 def level_errors(
     config: Config, level: str, truth: LevelHistograms, protected: DataFrame, nmf: DataFrame
 ) -> pd.DataFrame:
@@ -57,6 +142,7 @@ def level_errors(
     names = [q.name for q in measured]
     # total population is always reported, measured at this level or not (the US is not)
     queries = measured if "total" in names else (config.schema.query("total"), *measured)
+    groups = diversity_groups(config.schema)
     noisy = level_measurements(nmf, level, names)
     joined = (
         truth.frame.select(
@@ -73,60 +159,138 @@ def level_errors(
 
     def partial(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
         for batch in batches:
-            rows = [r for _, row in batch.iterrows() for r in geounit_errors(row, queries, names)]
-            yield pd.DataFrame(rows, columns=_PARTIAL.fieldNames())
+            yield batch_errors(batch, queries, names, groups)
 
     sums = (
         joined.mapInPandas(partial, _PARTIAL)
-        .groupBy("source", "query", "size_bin")
-        .agg(*[F.sum(c).alias(c) for c in ("cells", "abs", "sq", "signed")])
+        .groupBy(*_KEYS)
+        .agg(*[F.sum(c).alias(c) for c in _SUMS])
     )
     return _summarise(sums.toPandas(), level)
 
 
-def geounit_errors(row: pd.Series, queries: tuple[Query, ...], measured: list[str]) -> list[tuple]:
-    """Error sums of one geounit: protected minus true for every query, noisy minus true too."""
-    truth_cells = np.asarray(row["t_cells"], dtype=np.int64)
-    truth_counts = np.asarray(row["t_counts"], dtype=np.int64)
-    protected_cells = np.asarray(row["p_cells"], dtype=np.int64)
-    protected_counts = np.asarray(row["p_counts"], dtype=np.int64)
-    bin_name = size_bin(int(truth_counts.sum()))
-    rows = []
+def batch_errors(
+    batch: pd.DataFrame,
+    queries: Sequence[Query],
+    measured: list[str],
+    groups: np.ndarray | None,
+) -> pd.DataFrame:
+    """Error sums of a batch of geounits, already summed per (source, query, bin pair).
+
+    ``batch`` holds t_cells/t_counts (truth), p_cells/p_counts (protected) and q{i} (noisy
+    answer of measured[i], null where absent). Rows are taken in chunks so that the
+    (geounits x query cells) arrays stay small whatever the batch size.
+    """
+    step = max(1, _CHUNK_CELLS // max(q.size for q in queries))
+    parts = [
+        _chunk_errors(batch.iloc[start : start + step], queries, measured, groups)
+        for start in range(0, len(batch), step)
+    ]
+    parts = [p for p in parts if not p.empty]
+    if not parts:
+        return pd.DataFrame({c: pd.Series(dtype=_dtype(c)) for c in _PARTIAL.fieldNames()})
+    return pd.concat(parts, ignore_index=True).groupby(_KEYS, as_index=False)[_SUMS].sum()
+
+
+def _dtype(column: str) -> str:
+    return "object" if column in _KEYS else ("int64" if column == "cells" else "float64")
+
+
+def _chunk_errors(
+    chunk: pd.DataFrame, queries: Sequence[Query], measured: list[str], groups: np.ndarray | None
+) -> pd.DataFrame:
+    rows, cells, counts = _flatten(chunk["t_cells"], chunk["t_counts"])
+    p_rows, p_cells, p_counts = _flatten(chunk["p_cells"], chunk["p_counts"])
+    n = len(chunk)
+    size = size_bins(np.bincount(rows, weights=counts, minlength=n).astype(np.int64))
+    if groups is None:
+        diversity = np.full(n, ALL, dtype=object)
+    else:
+        grouped = _answers(rows, groups[cells], counts, n, len(DIVERSITY_GROUPS))
+        diversity = diversity_bins(grouped)
+    frames = []
     for q in queries:
-        true = q.answer(truth_cells, truth_counts)
-        rows.append(
-            _sums("protected", q.name, bin_name, q.answer(protected_cells, protected_counts) - true)
-        )
-        noisy = row[f"q{measured.index(q.name)}"] if q.name in measured else None
-        if noisy is not None:
-            rows.append(_sums("noisy", q.name, bin_name, np.asarray(noisy, dtype=np.int64) - true))
-    return rows
+        true = _answers(rows, q.cell_map[cells], counts, n, q.size)
+        protected = _answers(p_rows, q.cell_map[p_cells], p_counts, n, q.size)
+        frames.append(_row_sums("protected", q, protected - true, size, diversity))
+        if q.name in measured:
+            column = chunk[f"q{measured.index(q.name)}"].to_numpy()
+            present = np.fromiter((v is not None for v in column), bool, count=n)
+            if present.any():
+                noisy = np.stack(column[present]).astype(np.float64)
+                frames.append(
+                    _row_sums("noisy", q, noisy - true[present], size[present], diversity[present])
+                )
+    return pd.concat(frames, ignore_index=True)
+
+
+def _flatten(cells: pd.Series, counts: pd.Series) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Sparse histograms of n geounits -> (geounit row, cell, count) as three flat arrays."""
+    lengths = cells.map(len).to_numpy()
+    rows = np.repeat(np.arange(len(cells)), lengths)
+    empty = np.empty(0, dtype=np.int64)
+    flat_cells = np.concatenate([*cells.to_numpy(), empty]).astype(np.int64)
+    flat_counts = np.concatenate([*counts.to_numpy(), empty]).astype(np.float64)
+    return rows, flat_cells, flat_counts
+
+
+def _answers(
+    rows: np.ndarray, query_cells: np.ndarray, counts: np.ndarray, n: int, size: int
+) -> np.ndarray:
+    """(n x size) float answers: counts summed per (geounit row, query cell)."""
+    flat = np.bincount(rows * size + query_cells, weights=counts, minlength=n * size)
+    return flat.reshape(n, size)
+
+
+def _row_sums(
+    source: str, query: Query, error: np.ndarray, size: np.ndarray, diversity: np.ndarray
+) -> pd.DataFrame:
+    """Per-geounit error sums of one (source, query), labelled with the geounit's bins."""
+    return pd.DataFrame(
+        {
+            "source": source,
+            "query": query.name,
+            "size_bin": size,
+            "diversity_bin": diversity,
+            "cells": np.full(len(error), query.size, dtype=np.int64),
+            "abs": np.abs(error).sum(axis=1),
+            "sq": (error**2).sum(axis=1),
+            "signed": error.sum(axis=1),
+        }
+    )
+
+
+# ---- summary --------------------------------------------------------------------------------
+def with_margins(table: pd.DataFrame, dims: Sequence[str]) -> pd.DataFrame:
+    """Add the ``"all"`` marginal of every dimension in ``dims`` (and of their combinations).
+
+    A dimension that is ``"all"`` everywhere already (diversity, for a schema without race)
+    gets no copy of itself.
+    """
+    keys = [c for c in table.columns if c not in _SUMS]
+    frames = [table]
+    for dim in dims:
+        if (table[dim] == ALL).all():
+            continue
+        frames += [
+            f.assign(**{dim: ALL}).groupby(keys, as_index=False)[_SUMS].sum() for f in frames
+        ]
+    return pd.concat(frames, ignore_index=True)
 
 
 def _summarise(table: pd.DataFrame, level: str) -> pd.DataFrame:
-    """Per-bin sums -> MAE, RMSE and mean signed error per cell, with an "all" bin added."""
-    columns = ["cells", "abs", "sq", "signed"]
-    overall = table.groupby(["source", "query"], as_index=False)[columns].sum()
-    overall["size_bin"] = "all"
-    table = pd.concat([overall, table], ignore_index=True)
+    """Per-bin sums -> MAE, RMSE and mean signed error per cell, with "all" marginals added."""
+    table = with_margins(table[[*_KEYS, *_SUMS]], ["size_bin", "diversity_bin"])
     table.insert(0, "level", level)
     table["mae"] = table["abs"] / table["cells"]
     table["rmse"] = np.sqrt(table["sq"] / table["cells"])
     table["mean_signed"] = table["signed"] / table["cells"]
-    return table.drop(columns=["abs", "sq", "signed"]).sort_values(["source", "query", "size_bin"])
+    return table.drop(columns=["abs", "sq", "signed"]).sort_values(_KEYS).reset_index(drop=True)
 
 
-def _sums(source: str, query: str, bin_name: str, error: np.ndarray) -> tuple:
-    error = error.astype(np.float64)
-    return (
-        source,
-        query,
-        bin_name,
-        len(error),
-        float(np.abs(error).sum()),
-        float((error**2).sum()),
-        float(error.sum()),
-    )
+def overall(table: pd.DataFrame) -> pd.DataFrame:
+    """The rows over every geounit of their level: both bins ``"all"``."""
+    return table[(table["size_bin"] == ALL) & (table["diversity_bin"] == ALL)]
 
 
 def write_metrics(table: pd.DataFrame, directory: str) -> None:
@@ -146,9 +310,9 @@ def _plots(table: pd.DataFrame, root: Path) -> list[str]:
     import matplotlib.pyplot as plt
 
     names = []
-    overall = table[table["size_bin"] == "all"]
+    whole = overall(table)
     for query in ("total", "votingage*hispanic*cenrace"):
-        data = overall[overall["query"] == query]
+        data = whole[whole["query"] == query]
         if data.empty:
             continue
         fig, ax = plt.subplots(figsize=(6, 3.5))
@@ -166,12 +330,13 @@ def _plots(table: pd.DataFrame, root: Path) -> list[str]:
 
 
 def _html(table: pd.DataFrame, plots: list[str]) -> str:
-    overall = table[(table["size_bin"] == "all") & (table["query"].isin(["total", "detailed"]))]
+    whole = overall(table)
+    whole = whole[whole["query"].isin(["total", "detailed"])]
     rows = "".join(
         f"<tr><td>{html.escape(str(r.level))}</td><td>{html.escape(r.source)}</td>"
         f"<td>{html.escape(r.query)}</td><td>{r.mae:.3f}</td><td>{r.rmse:.3f}</td>"
         f"<td>{r.mean_signed:+.3f}</td></tr>"
-        for r in overall.itertuples()
+        for r in whole.itertuples()
     )
     images = "".join(f'<img src="{p}" alt="{p}">' for p in plots)
     return (

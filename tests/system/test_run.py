@@ -17,6 +17,7 @@ from das.cli import main
 from das.config import load_config
 from das.fixture_pl94 import write_pl94_fixture
 from das.fixture_synthetic import write_synthetic_fixture
+from das.metrics import overall
 from das.run import run_job
 from das.validate import validate_run
 from das.write import read_microdata
@@ -77,8 +78,8 @@ def test_same_seed_same_mdf_with_one_and_four_partitions(spark, demo_run, two_co
 def test_error_bounds(demo_run):
     _, output, _ = demo_run
     metrics = pd.read_csv(output / "confidential" / "metrics.csv")
-    overall = metrics[(metrics["size_bin"] == "all") & (metrics["source"] == "protected")]
-    by = overall.set_index(["level", "query"])
+    every = overall(metrics)
+    by = every[every["source"] == "protected"].set_index(["level", "query"])
     # The state total is invariant: no error at all.
     assert by.loc[("state", "total"), "mae"] == 0
     # County totals: measured with sigma^2 ~ 1.8 at rho ~ 2.556 (447/4099 * 1/2 of it), so
@@ -87,9 +88,7 @@ def test_error_bounds(demo_run):
     assert by.loc[("county", "total"), "mae"] < 16
     # Block detailed cells are mostly zero and the noise is sigma ~ 4.4 per cell; the
     # protected output must stay well under the raw noise's MAE (~3.5) per cell.
-    noisy = metrics[(metrics["size_bin"] == "all") & (metrics["source"] == "noisy")].set_index(
-        ["level", "query"]
-    )
+    noisy = every[every["source"] == "noisy"].set_index(["level", "query"])
     assert by.loc[("block", "detailed"), "mae"] < noisy.loc[("block", "detailed"), "mae"]
 
 
@@ -217,18 +216,18 @@ def test_regression_on_the_2018_end_to_end_prototype_geography(spark, tmp_path):
     run_job(config, str(tmp_path / "input"), str(tmp_path / "run"), spark=spark)
     assert validate_run(spark, str(tmp_path / "input"), str(tmp_path / "run")) == []
     metrics = pd.read_csv(tmp_path / "run" / "confidential" / "metrics.csv")
-    overall = metrics[metrics["size_bin"] == "all"].set_index(["level", "source", "query"])["mae"]
+    mae = overall(metrics).set_index(["level", "source", "query"])["mae"]
     # The state (here the whole county) total is invariant.
-    assert overall[("state", "protected", "total")] == 0
+    assert mae[("state", "protected", "total")] == 0
     # Tract totals: measured with sigma^2 = 1/(rho * 687/4099 / 4) ~ 9.3 (sigma ~ 3), and the
     # seven tracts must add up to the exact state total; the solution stays within a few
     # sigma of the truth on average.
-    assert overall[("tract", "protected", "total")] < 10
+    assert mae[("tract", "protected", "total")] < 10
     # Block-group totals (sigma ~ 2.3): same reasoning.
-    assert overall[("block_group", "protected", "total")] < 8
+    assert mae[("block_group", "protected", "total")] < 8
     # Post-processing must not be worse than the raw block-level measurement of the
     # detailed cells it starts from (most cells are zero; nonnegativity helps there).
-    assert overall[("block", "protected", "detailed")] < overall[("block", "noisy", "detailed")]
+    assert mae[("block", "protected", "detailed")] < mae[("block", "noisy", "detailed")]
 
 
 def test_h1_occupancy_run_keeps_housing_units_exact(spark, two_counties):

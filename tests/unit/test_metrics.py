@@ -1,7 +1,23 @@
+import numpy as np
+import pandas as pd
 import pytest
 
-from das.metrics import size_bin
+from das.metrics import (
+    ALL,
+    DIVERSITY_GROUPS,
+    _summarise,
+    batch_errors,
+    diversity_bins,
+    diversity_groups,
+    diversity_index,
+    overall,
+    size_bin,
+    size_bins,
+)
 from das.progress import _clock
+from das.schema import load_schema
+
+PL94 = load_schema("pl94_persons")
 
 
 @pytest.mark.parametrize(
@@ -19,6 +35,139 @@ from das.progress import _clock
 )
 def test_size_bins(population, label):
     assert size_bin(population) == label
+    assert size_bins(np.array([population, 0]))[0] == label
+
+
+def _cell(hhgq: int, votingage: int, hispanic: int, cenrace_code: int) -> int:
+    """Histogram cell of a person; cenrace_code is the published CENRACE 1..63."""
+    return int(PL94.cell_index(np.array([[hhgq, votingage, hispanic, cenrace_code - 1]]))[0])
+
+
+def test_diversity_groups_follow_the_cenrace_coding():
+    groups = diversity_groups(PL94)
+    assert groups is not None and len(groups) == PL94.size
+    # every Hispanic cell is group 0, whatever the race; 8 hhgq x 2 ages x 63 races
+    assert np.bincount(groups).tolist() == [1008, 16, 16, 16, 16, 16, 16 * 58]
+    assert groups[_cell(0, 1, 1, 1)] == 0  # Hispanic White alone
+    for code in range(1, 6):  # non-Hispanic White, Black, AIAN, Asian, NHPI alone
+        assert groups[_cell(3, 1, 0, code)] == code
+        assert DIVERSITY_GROUPS[code].endswith("_alone")
+    assert groups[_cell(0, 0, 0, 6)] == 6  # Some Other Race alone
+    assert groups[_cell(0, 0, 0, 7)] == 6  # White and Black: two races
+    assert groups[_cell(0, 0, 0, 63)] == 6  # all six races
+
+
+def test_no_diversity_without_race_and_ethnicity():
+    assert diversity_groups(load_schema("h1_units")) is None
+
+
+def test_diversity_index_of_hand_made_histograms():
+    counts = np.array(
+        [
+            [5, 5, 0, 0, 0, 0, 0],  # two equal groups: 1/2
+            [19, 1, 0, 0, 0, 0, 0],  # 1 - (361 + 1) / 400
+            [3] * 7,  # seven equal groups: the maximum, 6/7
+            [0, 0, 0, 12, 0, 0, 0],  # one group: 0
+            [0] * 7,  # empty: 0 by convention
+        ]
+    )
+    assert diversity_index(counts) == pytest.approx([0.5, 0.095, 6 / 7, 0, 0])
+
+
+def test_diversity_bins_are_exact_on_the_edges():
+    counts = np.array(
+        [
+            [5, 5, 0, 0, 0, 0, 0],  # exactly 1/2: upper bin
+            [25, 1, 1, 1, 1, 1, 0],  # exactly 3/10 = 1 - 630/900
+            [19, 1, 0, 0, 0, 0, 0],  # 0.095
+            [9, 1, 0, 0, 0, 0, 0],  # 0.18
+            [3] * 7,  # 6/7
+            [0] * 7,  # empty
+        ]
+    )
+    assert diversity_bins(counts).tolist() == [
+        "0.5-1",
+        "0.3-0.5",
+        "0-0.1",
+        "0.1-0.3",
+        "0.5-1",
+        "0-0.1",
+    ]
+
+
+def _geounit(persons: dict[int, int]) -> tuple[np.ndarray, np.ndarray]:
+    cells = np.array(sorted(persons), dtype=np.int64)
+    return cells, np.array([persons[c] for c in cells], dtype=np.int64)
+
+
+def _batch() -> pd.DataFrame:
+    """Three geounits: a diverse one of 10, a one-group one of 100, an empty one."""
+    white, black, hisp = _cell(0, 1, 0, 1), _cell(0, 1, 0, 2), _cell(0, 0, 1, 1)
+    truth = [_geounit({white: 5, black: 5}), _geounit({white: 100}), _geounit({})]
+    protected = [_geounit({white: 6, black: 5}), _geounit({white: 97, hisp: 1}), _geounit({})]
+    noisy_total = [np.array([12]), None, np.array([-1])]
+    return pd.DataFrame(
+        {
+            "t_cells": [t[0] for t in truth],
+            "t_counts": [t[1] for t in truth],
+            "p_cells": [p[0] for p in protected],
+            "p_counts": [p[1] for p in protected],
+            "q0": noisy_total,
+        }
+    )
+
+
+def test_batch_errors_by_source_query_and_bins():
+    queries = [PL94.query("total"), PL94.query("hispanic")]
+    sums = batch_errors(_batch(), queries, ["total"], diversity_groups(PL94)).set_index(
+        ["source", "query", "size_bin", "diversity_bin"]
+    )
+    assert sums.loc[("protected", "total", "10-99", "0.5-1"), "signed"] == 1
+    assert sums.loc[("protected", "total", "100-999", "0-0.1"), "signed"] == -2
+    assert sums.loc[("protected", "total", "0", "0-0.1"), "cells"] == 1
+    # hispanic: 2 cells per geounit; the second geounit is off by -3 and +1
+    row = sums.loc[("protected", "hispanic", "100-999", "0-0.1")]
+    assert (row["cells"], row["abs"], row["sq"], row["signed"]) == (2, 4, 10, -2)
+    # noisy: only where measured (total) and present (not the second geounit)
+    assert sums.loc[("noisy", "total", "10-99", "0.5-1"), "signed"] == 2
+    assert sums.loc[("noisy", "total", "0", "0-0.1"), "sq"] == 1
+    assert ("noisy", "total", "100-999", "0-0.1") not in sums.index
+    assert "hispanic" not in sums.loc["noisy"].index.get_level_values("query")
+
+
+def test_batch_errors_do_not_depend_on_chunking(monkeypatch):
+    queries = [PL94.query("total"), PL94.query("votingage*hispanic*cenrace")]
+    groups = diversity_groups(PL94)
+    whole = batch_errors(_batch(), queries, ["total"], groups)
+    monkeypatch.setattr("das.metrics._CHUNK_CELLS", 1)  # one geounit per chunk
+    pd.testing.assert_frame_equal(batch_errors(_batch(), queries, ["total"], groups), whole)
+
+
+def test_summary_margins_add_up():
+    queries = [PL94.query("total"), PL94.query("votingage*hispanic*cenrace")]
+    sums = batch_errors(_batch(), queries, ["total"], diversity_groups(PL94))
+    table = _summarise(sums, "block")
+    keys = ["level", "source", "query", "size_bin", "diversity_bin"]
+    assert not table.duplicated(keys).any()
+    table["signed"] = table["mean_signed"] * table["cells"]
+    cross = table[(table["size_bin"] != ALL) & (table["diversity_bin"] != ALL)]
+    by_size = table[(table["size_bin"] != ALL) & (table["diversity_bin"] == ALL)]
+    by_diversity = table[(table["size_bin"] == ALL) & (table["diversity_bin"] != ALL)]
+    whole = overall(table).set_index(["source", "query"])
+    for part in (cross, by_size, by_diversity):
+        added = part.groupby(["source", "query"])[["cells", "signed"]].sum()
+        pd.testing.assert_frame_equal(added, whole[["cells", "signed"]], check_names=False)
+    assert whole.loc[("protected", "total"), "mae"] == pytest.approx((1 + 2 + 0) / 3)
+    assert whole.loc[("noisy", "total"), "mean_signed"] == pytest.approx((2 - 1) / 2)
+    assert set(by_diversity["diversity_bin"]) == {"0-0.1", "0.5-1"}
+
+
+def test_no_diversity_margin_without_race():
+    sums = batch_errors(_batch(), [PL94.query("total")], ["total"], None)
+    table = _summarise(sums, "block")
+    assert set(table["diversity_bin"]) == {ALL}
+    assert not table.duplicated(["source", "query", "size_bin"]).any()
+    assert len(overall(table)) == 2  # protected and noisy
 
 
 def test_clock():
