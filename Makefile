@@ -7,7 +7,7 @@ OUT    ?= out
 SEED   ?= 2020
 PERSONS ?= 200000
 
-.PHONY: install run test lint bench clean
+.PHONY: install run test lint bench bench-e2e clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -33,6 +33,11 @@ lint: install
 ## make bench: speed and memory figures, printed and written to bench/results/.
 bench: install
 	$(BIN)/python -m bench.run_all
+
+## make bench-e2e: the production job on the RI fixture and 1M/2M/4M synthetic states
+## (local[2]); prints the table, writes bench/results/e2e.json. Takes ~30 min on 2 cores.
+bench-e2e: install
+	$(BIN)/python -m bench.bench_e2e
 
 clean:
 	rm -rf $(OUT) spark-warehouse metastore_db derby.log

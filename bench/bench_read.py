@@ -24,95 +24,19 @@ import resource
 import subprocess
 import sys
 import tempfile
-import threading
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import psutil
-
-from bench.common import REPO_ROOT, print_table, write_results
+from bench.common import REPO_ROOT, RssSampler, print_table, vm_hwm, write_results
 
 DEFAULT_PERSONS = (1_000_000, 4_000_000)
 CONFIG = REPO_ROOT / "configs" / "demo.toml"
 MASTER = "local[2]"
 SHUFFLE_PARTITIONS = 8
 SEED = 1
-SAMPLE_SECONDS = 0.05
 MIB = 1 << 20
 RESULT_MARK = "BENCH_READ_RESULT "
-
-
-@dataclass
-class Peaks:
-    """Peak resident memory seen so far, in bytes, by process group."""
-
-    driver: int = 0
-    jvm: int = 0
-    workers: int = 0
-    jvm_pids: set[int] = field(default_factory=set)
-
-
-class RssSampler:
-    """Samples the RSS of a process and its descendants in a daemon thread, keeping peaks.
-
-    Descendants named ``java`` count as the JVM; other descendants (Python workers, shells)
-    as workers. Sampling misses spikes shorter than the interval; VmHWM does not.
-    """
-
-    def __init__(self, pid: int, interval: float = SAMPLE_SECONDS) -> None:
-        self.process = psutil.Process(pid)
-        self.interval = interval
-        self.peaks = Peaks()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="rss-sampler", daemon=True)
-
-    def __enter__(self) -> RssSampler:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
-        self.sample()
-
-    def _run(self) -> None:
-        while not self._stop.wait(self.interval):
-            self.sample()
-
-    def sample(self) -> None:
-        jvm = workers = 0
-        try:
-            driver = self.process.memory_info().rss
-            children = self.process.children(recursive=True)
-        except psutil.Error:
-            return
-        for child in children:
-            try:
-                rss = child.memory_info().rss
-                is_java = child.name() == "java"
-            except psutil.Error:
-                continue
-            if is_java:
-                jvm += rss
-                self.peaks.jvm_pids.add(child.pid)
-            else:
-                workers += rss
-        self.peaks.driver = max(self.peaks.driver, driver)
-        self.peaks.jvm = max(self.peaks.jvm, jvm)
-        self.peaks.workers = max(self.peaks.workers, workers)
-
-
-def vm_hwm(pid: int) -> int | None:
-    """Kernel high-water mark of a process's RSS in bytes (Linux), None if unavailable."""
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) * 1024
-    except OSError:
-        return None
-    return None
 
 
 # ---- child: one measurement -----------------------------------------------------------------

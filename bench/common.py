@@ -13,10 +13,14 @@ import os
 import platform
 import subprocess
 import sys
+import threading
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 from typing import Any
+
+import psutil
 
 BENCH_DIR = Path(__file__).resolve().parent
 REPO_ROOT = BENCH_DIR.parent
@@ -146,3 +150,79 @@ def print_table(
     print(line(["-" * w for w in widths]))
     for row in cells:
         print(line(row))
+
+
+# ---- memory: peak RSS of this process, its JVM and its Python workers -------------------
+#: How often RssSampler looks (seconds); spikes shorter than this are missed (VmHWM is not).
+SAMPLE_SECONDS = 0.05
+
+
+@dataclass
+class Peaks:
+    """Peak resident memory seen so far, in bytes, by process group."""
+
+    driver: int = 0
+    jvm: int = 0
+    workers: int = 0
+    jvm_pids: set[int] = field(default_factory=set)
+
+
+class RssSampler:
+    """Samples the RSS of a process and its descendants in a daemon thread, keeping peaks.
+
+    Descendants named ``java`` count as the JVM; other descendants (Python workers, shells)
+    as workers. Sampling misses spikes shorter than the interval; VmHWM does not.
+    """
+
+    def __init__(self, pid: int, interval: float = SAMPLE_SECONDS) -> None:
+        self.process = psutil.Process(pid)
+        self.interval = interval
+        self.peaks = Peaks()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="rss-sampler", daemon=True)
+
+    def __enter__(self) -> RssSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.sample()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            self.sample()
+
+    def sample(self) -> None:
+        jvm = workers = 0
+        try:
+            driver = self.process.memory_info().rss
+            children = self.process.children(recursive=True)
+        except psutil.Error:
+            return
+        for child in children:
+            try:
+                rss = child.memory_info().rss
+                is_java = child.name() == "java"
+            except psutil.Error:
+                continue
+            if is_java:
+                jvm += rss
+                self.peaks.jvm_pids.add(child.pid)
+            else:
+                workers += rss
+        self.peaks.driver = max(self.peaks.driver, driver)
+        self.peaks.jvm = max(self.peaks.jvm, jvm)
+        self.peaks.workers = max(self.peaks.workers, workers)
+
+
+def vm_hwm(pid: int) -> int | None:
+    """Kernel high-water mark of a process's RSS in bytes (Linux), None if unavailable."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        return None
+    return None

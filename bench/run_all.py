@@ -14,7 +14,7 @@ import time
 
 from bench.common import BENCH_DIR, REPO_ROOT, RESULTS_DIR, print_table
 
-BENCHMARKS = ("bench_noise", "bench_optimize", "bench_read", "bench_job")
+BENCHMARKS = ("bench_noise", "bench_optimize", "bench_read", "bench_e2e")
 
 
 def run(name: str) -> tuple[int, float]:

@@ -1,0 +1,255 @@
+"""The whole TopDown job end to end on local[2], beside the time to only read the input.
+
+    python -m bench.bench_e2e [--persons 1000000 2000000 4000000] [--ri PATH | --ri '']
+                              [--config configs/pl94_2020_production.toml] [--keep DIR]
+
+``make bench-e2e`` runs it with the defaults: the 2020 production configuration (in test
+mode: a seed, everything else as in production) on the RI 2010 block fixture (1.05M persons,
+25,181 blocks, from ``../shared``) and on synthetic states of 1M, 2M and 4M persons.
+
+Each input is measured in a fresh child process (so one input's JVM heap and caches do not
+carry into the next one's figures), in two parts:
+
+1. the whole job (``das.run.run_job``): read, measure, solve every level, write the MDF,
+   metrics, certificate, validate;
+2. then read only, in the same warm JVM: load, contract checks, recode into block
+   histograms and aggregation to every level, forced by counting each level (the reader's
+   whole job; Spark start-up excluded).
+
+Reported per input: wall time of the job, each phase (from the certificate; "validate"
+is the rest of the wall time: the certificate and the validation), solves and solves per
+second of solve-phase wall time, the per-parent solve-time distribution of every level (from
+the level checkpoints), the ratio job / read-only, and peak resident memory of the driver's
+Python, the JVM (in local mode the driver and the executors' JVM are one) and the Python
+workers (the executors' Python side), sampled every 50 ms. Across inputs: the time ratios of
+the synthetic sizes to the smallest one. Results: ``bench/results/e2e.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from bench.common import REPO_ROOT, RssSampler, print_table, write_results
+
+RI = REPO_ROOT.parent / "shared/data/real/alarm_census_2020_blocks/ri_2010_block.parquet"
+PRODUCTION = "configs/pl94_2020_production.toml"
+MASTER = "local[2]"
+SHUFFLE_PARTITIONS = 8
+SEED = 1
+RESULT_MARK = "BENCH_E2E_RESULT "
+GIB = 1 << 30
+
+
+def solve_distribution(output: Path, level: str) -> dict[str, float]:
+    """Per-parent solve seconds of one level, from its checkpoint (one row per parent has it)."""
+    frame = pd.read_parquet(output / "levels" / level, columns=["solves", "seconds"])
+    seconds = frame.loc[frame["solves"] == 1, "seconds"].to_numpy()
+    if not len(seconds):
+        return {"parents": 0}
+    return {
+        "parents": len(seconds),
+        "median_s": float(np.median(seconds)),
+        "p90_s": float(np.quantile(seconds, 0.9)),
+        "max_s": float(seconds.max()),
+        "sum_s": float(seconds.sum()),
+    }
+
+
+# ---- child: one input -------------------------------------------------------------------------
+def read_only_seconds(config_path: str, input_dir: str) -> float:
+    """Seconds to read, check and aggregate the input to every level (session start excluded)."""
+    from das.config import load_config
+    from das.read import read_histograms
+    from das.spark import spark_session
+
+    config = load_config(config_path, overrides=_overrides(), seed=SEED)
+    spark = spark_session(config.file.spark, "bench-e2e read only")
+    start = time.perf_counter()
+    for histograms in read_histograms(spark, config, input_dir).values():
+        histograms.frame.count()
+    seconds = time.perf_counter() - start
+    spark.stop()
+    return seconds
+
+
+def whole_job(config_path: str, input_dir: str, output: Path) -> dict[str, Any]:
+    """Run the job once; wall time, phases, solves and per-level solve distributions."""
+    from das.config import load_config
+    from das.run import run_job
+    from das.spark import spark_session
+
+    config = load_config(config_path, overrides=_overrides(), seed=SEED)
+    spark = spark_session(config.file.spark, "bench-e2e job")
+    start = time.perf_counter()
+    result = run_job(config, input_dir, str(output), spark=spark)
+    wall = time.perf_counter() - start
+    spark.stop()
+    cert = result.certificate
+    phases = dict(cert["timings_seconds"])
+    phases["validate"] = wall - sum(phases.values())
+    solve_wall = sum(s for name, s in phases.items() if name.startswith("solve "))
+    solves = cert["postprocessing"]["solves"]
+    return {
+        "wall_s": wall,
+        "phases_s": phases,
+        "records": cert["records"],
+        "solves": solves,
+        "solves_per_s": solves / solve_wall if solve_wall else None,
+        "failsafes": cert["postprocessing"]["failsafes"],
+        "levels": {lv: solve_distribution(output, lv) for lv in config.geography.names},
+    }
+
+
+def _overrides() -> list[str]:
+    return [
+        f"spark.master='{MASTER}'",
+        f"spark.shuffle_partitions={SHUFFLE_PARTITIONS}",
+        "run.production=false",
+    ]
+
+
+def child(config_path: str, input_dir: str, output: Path) -> dict[str, Any]:
+    with RssSampler(os.getpid()) as sampler:
+        job = whole_job(config_path, input_dir, output)
+        # After the job, in the same (warm) JVM: the read-only figure is the reader at its
+        # best, so the job / read-only ratio errs against the job, not for it.
+        read_s = read_only_seconds(config_path, input_dir)
+    return {
+        **job,
+        "read_only_s": read_s,
+        "job_over_read": job["wall_s"] / read_s,
+        "peak_rss_bytes": {
+            "driver_python": sampler.peaks.driver,
+            "jvm_driver_and_executors": sampler.peaks.jvm,
+            "python_workers": sampler.peaks.workers,
+            "all": sampler.peaks.driver + sampler.peaks.jvm + sampler.peaks.workers,
+        },
+    }
+
+
+# ---- parent: fixtures, one child per input, report ---------------------------------------------
+def run_input(name: str, input_dir: Path, config: str, work: Path) -> dict[str, Any]:
+    output = work / f"run_{name}"
+    command = [sys.executable, "-m", "bench.bench_e2e", "--child", str(input_dir), str(output)]
+    command += ["--config", config]
+    done = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, check=False)
+    lines = [ln for ln in done.stdout.splitlines() if ln.startswith(RESULT_MARK)]
+    if done.returncode != 0 or not lines:
+        raise RuntimeError(
+            f"{name}: the job failed (exit {done.returncode}):\n{done.stderr[-4000:]}"
+        )
+    return {"input": name, **json.loads(lines[-1][len(RESULT_MARK) :])}
+
+
+def build_inputs(persons: list[int], ri: str, work: Path) -> list[tuple[str, Path]]:
+    from das.fixture_blocks import write_blocks_fixture
+    from das.fixture_synthetic import write_synthetic_fixture
+
+    inputs = []
+    if ri and Path(ri).exists():
+        if not (work / "ri").exists():
+            write_blocks_fixture(Path(ri), work / "ri", seed=SEED)
+        inputs.append(("ri_2010", work / "ri"))
+    elif ri:
+        print(f"skipping the RI fixture: {ri} does not exist", flush=True)
+    for n in persons:
+        if not (work / f"syn{n}").exists():
+            write_synthetic_fixture(n, work / f"syn{n}", seed=SEED)
+        inputs.append((f"synthetic_{n}", work / f"syn{n}"))
+    return inputs
+
+
+def report(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Print one table per input and the summary; return the cross-input ratios."""
+    for run in runs:
+        peaks = run["peak_rss_bytes"]
+        print_table(
+            ["phase", "seconds"],
+            [*run["phases_s"].items(), ["read only (separate)", run["read_only_s"]]],
+            title=(
+                f"{run['input']}: {run['wall_s']:.0f} s wall, {run['job_over_read']:.1f}x read "
+                f"only, {run['solves']:,} solves ({run['solves_per_s']:.1f}/s), peak RSS "
+                f"{peaks['all'] / GIB:.2f} GiB (JVM {peaks['jvm_driver_and_executors'] / GIB:.2f},"
+                f" workers {peaks['python_workers'] / GIB:.2f}, driver "
+                f"{peaks['driver_python'] / GIB:.2f})"
+            ),
+        )
+        print_table(
+            ["level", "parents", "median s", "p90 s", "max s", "total s"],
+            [
+                [
+                    lv,
+                    d.get("parents"),
+                    d.get("median_s"),
+                    d.get("p90_s"),
+                    d.get("max_s"),
+                    d.get("sum_s"),
+                ]
+                for lv, d in run["levels"].items()
+            ],
+        )
+    synthetic = [r for r in runs if r["input"].startswith("synthetic_")]
+    ratios = {}
+    if synthetic:
+        base = synthetic[0]
+        ratios = {
+            r["input"]: {
+                "persons_ratio": r["records"]["output_records"] / base["records"]["output_records"],
+                "wall_ratio": r["wall_s"] / base["wall_s"],
+            }
+            for r in synthetic
+        }
+        print_table(
+            ["input", "persons x", "wall x", "job / read only"],
+            [
+                [
+                    name,
+                    v["persons_ratio"],
+                    v["wall_ratio"],
+                    next(r["job_over_read"] for r in runs if r["input"] == name),
+                ]
+                for name, v in ratios.items()
+            ],
+            title=f"scaling against {base['input']}",
+        )
+    return ratios
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--persons", type=int, nargs="*", default=[1_000_000, 2_000_000, 4_000_000])
+    parser.add_argument("--ri", default=str(RI), help="RI block-count file ('' to skip)")
+    parser.add_argument("--config", default=PRODUCTION)
+    parser.add_argument("--keep", help="keep inputs and runs in this folder (default: a temp dir)")
+    parser.add_argument("--child", nargs=2, metavar=("INPUT", "OUTPUT"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        result = child(args.config, args.child[0], Path(args.child[1]))
+        print(RESULT_MARK + json.dumps(result), flush=True)
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(args.keep or tmp)
+        work.mkdir(parents=True, exist_ok=True)
+        runs = []
+        for name, directory in build_inputs(args.persons, args.ri, work):
+            print(f"== {name}", flush=True)
+            runs.append(run_input(name, directory, args.config, work))
+            print(f"   {runs[-1]['wall_s']:.0f} s wall", flush=True)
+    ratios = report(runs)
+    data = {"config": args.config, "master": MASTER, "runs": runs, "scaling": ratios}
+    print(f"results: {write_results('e2e', data)}")
+
+
+if __name__ == "__main__":
+    main()
