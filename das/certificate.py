@@ -133,7 +133,8 @@ def render_markdown(cert: dict[str, Any]) -> str:
     for level in post["levels"]:
         lines.append(
             f"- {level['level']}: {level['solves']:,} solves, "
-            f"{len(level['failsafes'])} failsafes, {level['solve_seconds']:.1f} s solving"
+            f"{len(level['failsafes'])} failsafes, {level['solve_seconds']:.1f} s solving, "
+            f"roundings within {level['max_mip_gap']:.1e} of optimal (relative L1 gap)"
             + (" (reused checkpoint)" if level["reused"] else "")
         )
     lines += ["", "## Timings", ""]

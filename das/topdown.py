@@ -49,6 +49,8 @@ SOLUTION_SCHEMA = T.StructType(
         T.StructField("solves", T.IntegerType(), False),
         T.StructField("failsafe", T.StringType(), True),
         T.StructField("seconds", T.DoubleType(), False),
+        # Largest relative gap of the parent's roundings to their proven bound (mip_gap)
+        T.StructField("mip_gap", T.DoubleType(), False),
     ]
 )
 
@@ -152,8 +154,9 @@ def solve_family(
     answers: dict[str, np.ndarray],
     units: np.ndarray,
     totals: np.ndarray | None,
-) -> tuple[np.ndarray, str | None]:
-    """Solve one parent's children through every pass; return counts and a failsafe note."""
+) -> tuple[np.ndarray, str | None, float]:
+    """Solve one parent's children through every pass; return counts, a failsafe note and
+    the largest relative gap of a pass's rounding to its proven bound."""
     schema = plan.schema
     groups, lower, upper = facility_bounds(schema, units)
     by_name = {q.name: q for q in plan.queries}
@@ -161,6 +164,7 @@ def solve_family(
     fixed: list[FixedQuery] = []
     notes = []
     counts = None
+    gap = 0.0
     for pass_queries in plan.passes:
         if totals is not None and pass_queries == ("total",):
             continue  # the totals are already exact: nothing to estimate in this pass
@@ -186,6 +190,7 @@ def solve_family(
             problem, mip_time_limit=plan.mip_time_limit, mip_gap=plan.mip_gap
         )
         counts = solution.counts
+        gap = max(gap, float(solution.stats.get("mip_gap", 0.0)))
         if solution.failsafe_used and not plan.failsafe:
             raise InternalError(
                 f"level {plan.level}: infeasible parent and postprocess.failsafe is "
@@ -201,7 +206,7 @@ def solve_family(
         ]
     if counts is None:
         raise UserError(f"level {plan.level}: no query of strategy.passes is measured there")
-    return counts, ("; ".join(notes) or None)
+    return counts, ("; ".join(notes) or None), gap
 
 
 def _family_rows(plan: LevelPlan, group: pd.DataFrame, parent: np.ndarray | None) -> pd.DataFrame:
@@ -214,7 +219,7 @@ def _family_rows(plan: LevelPlan, group: pd.DataFrame, parent: np.ndarray | None
     }
     units = np.stack([np.asarray(u, dtype=np.int64) for u in group["units"]])
     totals = group["total"].to_numpy(np.int64) if plan.totals_invariant else None
-    counts, note = solve_family(plan, parent, answers, units, totals)
+    counts, note, gap = solve_family(plan, parent, answers, units, totals)
     seconds = time.perf_counter() - start
     rows = []
     for i, geocode in enumerate(group["geocode"]):
@@ -228,6 +233,7 @@ def _family_rows(plan: LevelPlan, group: pd.DataFrame, parent: np.ndarray | None
                 int(first),
                 note if first else None,
                 seconds if first else 0.0,
+                gap if first else 0.0,
             )
         )
     return pd.DataFrame(rows, columns=SOLUTION_SCHEMA.fieldNames())
@@ -330,6 +336,7 @@ class LevelReport:
     solves: int
     failsafes: tuple[tuple[str, str], ...]  # (parent's first child geocode, reason)
     solve_seconds: float
+    max_mip_gap: float  # largest relative gap of a rounding to its bound (postprocess.mip_gap)
     reused: bool
 
 
@@ -361,9 +368,11 @@ def solve_and_checkpoint(
 
 
 def _report(done: DataFrame, level: str, reused: bool) -> LevelReport:
-    stats = done.agg(F.sum("solves").alias("solves"), F.sum("seconds").alias("seconds")).collect()[
-        0
-    ]
+    stats = done.agg(
+        F.sum("solves").alias("solves"),
+        F.sum("seconds").alias("seconds"),
+        F.max("mip_gap").alias("mip_gap"),
+    ).collect()[0]
     failsafes = done.filter(F.col("failsafe").isNotNull()).select("geocode", "failsafe").collect()
     for row in failsafes:
         log.warning("level %s: failsafe used for the parent of %s: %s", level, row[0], row[1])
@@ -372,5 +381,6 @@ def _report(done: DataFrame, level: str, reused: bool) -> LevelReport:
         solves=int(stats["solves"] or 0),
         failsafes=tuple((r[0], r[1]) for r in failsafes),
         solve_seconds=float(stats["seconds"] or 0.0),
+        max_mip_gap=float(stats["mip_gap"] or 0.0),
         reused=reused,
     )

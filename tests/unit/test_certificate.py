@@ -13,8 +13,8 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_certificate_budget_is_exact_and_epsilon_published():
     config = load_config(ROOT / "configs" / "pl94_2020_production.toml")
     reports = [
-        LevelReport("us", 1, (), 0.5, False),
-        LevelReport("state", 1, (("44001", "x"),), 0.2, False),
+        LevelReport("us", 1, (), 0.5, 0.0, False),
+        LevelReport("state", 1, (("44001", "x"),), 0.2, 4e-4, False),
     ]
     cert = build_certificate(
         config,
@@ -38,4 +38,5 @@ def test_certificate_budget_is_exact_and_epsilon_published():
     }
     text = render_markdown(cert)
     assert "epsilon = 17.14" in text and "| **block** |" in text
+    assert "state: 1 solves, 1 failsafes, 0.2 s solving, roundings within 4.0e-04" in text
     assert "seed" not in str(cert["config"]["run"]) or cert["config"]["run"]["seed"] is None
