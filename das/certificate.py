@@ -13,11 +13,13 @@ from dataclasses import asdict
 from datetime import UTC, datetime
 from fractions import Fraction
 from importlib import metadata
-from pathlib import Path
 from typing import Any
+
+from pyspark.sql import SparkSession
 
 from das.accounting import bun_steinke_epsilon, cks_epsilon
 from das.config import Config
+from das.storage import write_text
 from das.topdown import LevelReport
 
 PACKAGES = ("das", "pyspark", "numpy", "scipy", "highspy", "cryptography", "pyarrow", "pandas")
@@ -91,10 +93,16 @@ def build_certificate(
     }
 
 
-def write_certificate(certificate: dict[str, Any], output: str) -> None:
-    root = Path(output)
-    (root / "certificate.json").write_text(json.dumps(certificate, indent=2, default=str) + "\n")
-    (root / "certificate.md").write_text(render_markdown(certificate))
+def write_certificate(spark: SparkSession, certificate: dict[str, Any], output: str) -> None:
+    """certificate.json, then certificate.md, each replaced whole (any file system Spark knows).
+
+    The validator takes certificate.json as the sign of a finished run, so it is written
+    atomically and only after every data output.
+    """
+    root = output.rstrip("/")
+    text = json.dumps(certificate, indent=2, default=str) + "\n"
+    write_text(spark, f"{root}/certificate.json", text)
+    write_text(spark, f"{root}/certificate.md", render_markdown(certificate))
 
 
 def render_markdown(cert: dict[str, Any]) -> str:

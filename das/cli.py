@@ -81,7 +81,8 @@ def run_command(args: argparse.Namespace) -> None:
     from das.config import load_config
     from das.run import run_job
 
-    if not Path(args.input).is_dir():
+    # A URI (hdfs://, s3a://) is checked by Spark when it reads; a local path right away.
+    if "://" not in args.input and not Path(args.input).is_dir():
         raise UserError(f"--input {args.input} is not a directory")
     config = load_config(args.config, overrides=args.overrides, seed=args.seed)
     result = run_job(config, args.input, args.output, resume=args.resume)
@@ -113,11 +114,12 @@ def fixture_command(args: argparse.Namespace) -> None:
 
 
 def validate_command(args: argparse.Namespace) -> None:
+    from das.config import SparkSection
     from das.spark import spark_session
-    from das.validate import load_run_config, validate_run
+    from das.validate import validate_run
 
-    config = load_run_config(args.output)
-    spark = spark_session(config.file.spark, "das validate")
+    # run.json keeps no spark section (it is not part of a run's identity): defaults here
+    spark = spark_session(SparkSection(), "das validate")
     problems = validate_run(spark, args.input, args.output)
     if problems:
         raise InternalError("the output fails validation:\n  " + "\n  ".join(problems))

@@ -13,7 +13,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 from fractions import Fraction
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -26,6 +25,7 @@ from das.config import Config
 from das.noise import Rng, discrete_gaussian
 from das.read import LevelHistograms
 from das.schema import Query
+from das.storage import exists
 
 log = logging.getLogger("das.measure")
 
@@ -126,9 +126,9 @@ def write_nmf(
     log.info("noisy measurements written to %s", path)
 
 
-def nmf_complete(path: str) -> bool:
-    """True when a previous run finished writing the NMF at ``path`` (local filesystem)."""
-    return (Path(path) / "_SUCCESS").exists()
+def nmf_complete(spark: SparkSession, path: str) -> bool:
+    """True when a previous run finished writing the NMF at ``path`` (any file system Spark knows)."""
+    return exists(spark, f"{path.rstrip('/')}/_SUCCESS")
 
 
 def read_nmf(spark: SparkSession, path: str) -> DataFrame:

@@ -13,18 +13,19 @@ over it, so bias can be read by size, by diversity or by both.
 from __future__ import annotations
 
 import html
+import io
 import itertools
 import json
 from collections.abc import Iterator, Sequence
 from fractions import Fraction
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from das import storage
 from das.config import Config
 from das.measure import level_measurements
 from das.read import LevelHistograms
@@ -293,23 +294,27 @@ def overall(table: pd.DataFrame) -> pd.DataFrame:
     return table[(table["size_bin"] == ALL) & (table["diversity_bin"] == ALL)]
 
 
-def write_metrics(table: pd.DataFrame, directory: str) -> None:
-    """metrics.csv, metrics.json, one plot per source, and a one-page HTML report."""
-    root = Path(directory)
-    root.mkdir(parents=True, exist_ok=True)
-    table.to_csv(root / "metrics.csv", index=False)
-    (root / "metrics.json").write_text(json.dumps(table.to_dict(orient="records"), indent=1) + "\n")
-    plots = _plots(table, root)
-    (root / "report.html").write_text(_html(table, plots))
+def write_metrics(spark: SparkSession, table: pd.DataFrame, directory: str) -> None:
+    """metrics.csv, metrics.json, one plot per source, and a one-page HTML report, written
+    through ``das.storage`` (any file system Spark can write to)."""
+    storage.mkdirs(spark, directory)
+    storage.write_text(spark, f"{directory}/metrics.csv", table.to_csv(index=False))
+    records = json.dumps(table.to_dict(orient="records"), indent=1) + "\n"
+    storage.write_text(spark, f"{directory}/metrics.json", records)
+    plots = _plots(table)
+    for name, png in plots.items():
+        storage.write_bytes(spark, f"{directory}/{name}", png)
+    storage.write_text(spark, f"{directory}/report.html", _html(table, list(plots)))
 
 
-def _plots(table: pd.DataFrame, root: Path) -> list[str]:
+def _plots(table: pd.DataFrame) -> dict[str, bytes]:
+    """PNG bytes by file name: MAE by level of total and of votingage*hispanic*cenrace."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    names = []
+    names = {}
     whole = overall(table)
     for query in ("total", "votingage*hispanic*cenrace"):
         data = whole[whole["query"] == query]
@@ -322,10 +327,10 @@ def _plots(table: pd.DataFrame, root: Path) -> list[str]:
         ax.set_ylabel("mean absolute error")
         ax.legend()
         fig.tight_layout()
-        name = f"mae_{query.replace('*', '_')}.png"
-        fig.savefig(root / name, dpi=100)
+        buffer = io.BytesIO()
+        fig.savefig(buffer, format="png", dpi=100)
         plt.close(fig)
-        names.append(name)
+        names[f"mae_{query.replace('*', '_')}.png"] = buffer.getvalue()
     return names
 
 

@@ -14,12 +14,15 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
 
 import pandas as pd
+from pyspark import Accumulator
 from pyspark.sql import DataFrame, SparkSession
 
+from das import storage
 from das.certificate import build_certificate, write_certificate
 from das.config import Config
 from das.errors import InternalError, UserError
@@ -42,31 +45,58 @@ class RunResult:
     certificate: dict
 
 
-def prepare_output(config: Config, output: str, resume: bool) -> None:
-    """Refuse to mix runs: a new run needs an empty directory, a resumed one the same config."""
-    root = Path(output)
+def prepare_output(spark: SparkSession, config: Config, output: str, resume: bool) -> None:
+    """Refuse to mix runs: a new run needs an empty directory, a resumed one the same config.
+
+    Goes through Spark's file system, so ``output`` may be any URI the executors write to.
+    """
+    root = output.rstrip("/")
     effective = json.dumps(
         config.file.model_dump(mode="json", by_alias=True, exclude={"spark"}),
         indent=2,
         sort_keys=True,
     )
-    marker = root / "run.json"
+    marker = f"{root}/run.json"
     if resume:
-        if not marker.exists():
+        if not storage.exists(spark, marker):
             raise UserError(f"--resume: {output} holds no run to resume (no run.json)")
-        if marker.read_text() != effective:
+        if storage.read_text(spark, marker) != effective:
             raise UserError(
                 f"--resume: the configuration differs from the one {output} was started "
                 "with; resume with the same config, overrides and seed"
             )
         return
-    if root.exists() and any(root.iterdir()):
+    if not storage.is_empty_dir(spark, root):
         raise UserError(
             f"output directory {output} exists and is not empty; choose a new one, "
             "or pass --resume to continue the run it holds"
         )
-    root.mkdir(parents=True, exist_ok=True)
-    marker.write_text(effective)
+    storage.mkdirs(spark, root)
+    storage.write_text(spark, marker, effective)
+
+
+@contextmanager
+def phase(
+    progress: Progress,
+    name: str,
+    total: int | None = None,
+    counter: Accumulator | None = None,
+    unit: str = "geounits",
+) -> Iterator[None]:
+    """A progress phase whose Spark jobs carry its name as their description.
+
+    The name shows in the Spark UI's job list and in the event log, where
+    ``bench/bench_cluster.py`` maps stages back to phases (e.g. ``solve block``).
+    """
+    context = progress.context
+    if context is not None:
+        context.setJobDescription(name)
+    try:
+        with progress.phase(name, total, counter, unit):
+            yield
+    finally:
+        if context is not None:
+            context.setJobDescription(None)  # type: ignore[arg-type]  # None clears it
 
 
 def noise_generator(config: Config) -> tuple[Rng, str]:
@@ -83,32 +113,32 @@ def run_job(
     spark: SparkSession | None = None,
 ) -> RunResult:
     """The whole run; raises UserError on bad input, InternalError if the output fails validation."""
-    prepare_output(config, output, resume)
     spark = spark or spark_session(config.file.spark, f"das {config.file.run.name}")
+    prepare_output(spark, config, output, resume)
     progress = Progress(spark.sparkContext)
-    with progress.phase("read"):
+    with phase(progress, "read"):
         histograms = read_histograms(spark, config, input_dir)
         geounits = {lv: h.frame.count() for lv, h in histograms.items()}
     nmf, noise_source = measure(spark, config, histograms, geounits, output, resume, progress)
     reports, protected = solve_levels(spark, config, nmf, histograms, geounits, output, progress)
     blocks = protected[config.geography.block.name]
-    with progress.phase("write"):
+    with phase(progress, "write"):
         mdf = f"{output}/mdf"
         write_microdata(blocks, config.schema, mdf, config.file.spark.shuffle_partitions)
         records = {
             **input_counts(spark, config, input_dir),
             "output_records": spark.read.parquet(mdf).count(),
         }
-    with progress.phase("metrics (confidential)"):
+    with phase(progress, "metrics (confidential)"):
         tables = [
             level_errors(config, lv, histograms[lv], frame, nmf) for lv, frame in protected.items()
         ]
-        write_metrics(pd.concat(tables, ignore_index=True), f"{output}/confidential")
+        write_metrics(spark, pd.concat(tables, ignore_index=True), f"{output}/confidential")
     certificate = build_certificate(
         config, noise_source=noise_source, records=records, levels=reports, timings=progress.timings
     )
-    write_certificate(certificate, output)
-    with progress.phase("validate"):
+    write_certificate(spark, certificate, output)
+    with phase(progress, "validate"):
         problems = validate_run(spark, input_dir, output)
     if problems:
         raise InternalError("the written output fails validation:\n  " + "\n  ".join(problems))
@@ -130,11 +160,11 @@ def measure(
     """Write the NMF (or keep a finished one when resuming) and read it back from disk."""
     path = f"{output}/nmf"
     rng, noise_source = noise_generator(config)
-    if resume and nmf_complete(path):
+    if resume and nmf_complete(spark, path):
         log.info("measure: reusing the noisy measurements in %s (noise is never redrawn)", path)
     else:
         counter = progress.counter()
-        with progress.phase("measure", sum(geounits.values()), counter):
+        with phase(progress, "measure", sum(geounits.values()), counter):
             write_nmf(histograms, config, rng, path, counter)
     return read_nmf(spark, path), noise_source
 
@@ -156,7 +186,7 @@ def solve_levels(
     for index, level in enumerate(levels):
         parent_count = geounits[levels[index - 1].name] if index else 1
         counter = progress.counter()
-        with progress.phase(f"solve {level.name}", parent_count, counter, "parents"):
+        with phase(progress, f"solve {level.name}", parent_count, counter, "parents"):
             parents, report = solve_and_checkpoint(
                 spark, config, nmf, histograms, output, index, parents, counter
             )

@@ -13,7 +13,6 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -37,6 +36,7 @@ from das.optimize import (
 )
 from das.read import LevelHistograms, geocode_of
 from das.schema import Query, Schema
+from das.storage import exists
 
 log = logging.getLogger("das.topdown")
 
@@ -324,8 +324,9 @@ def checkpoint_path(output: str, level: str) -> str:
     return f"{output.rstrip('/')}/levels/{level}"
 
 
-def level_done(output: str, level: str) -> bool:
-    return (Path(checkpoint_path(output, level)) / "_SUCCESS").exists()
+def level_done(spark: SparkSession, output: str, level: str) -> bool:
+    """True when a previous run finished the level's checkpoint (any file system Spark knows)."""
+    return exists(spark, f"{checkpoint_path(output, level)}/_SUCCESS")
 
 
 @dataclass(frozen=True)
@@ -353,7 +354,7 @@ def solve_and_checkpoint(
     """One level: reuse its checkpoint if a previous run finished it, else solve and write it."""
     level = config.geography.levels[index]
     path = checkpoint_path(output, level.name)
-    reused = level_done(output, level.name)
+    reused = level_done(spark, output, level.name)
     if not reused:
         if parents is None:
             solved = solve_root(spark, config, nmf, histograms[level.name])

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import json
 from fractions import Fraction
-from pathlib import Path
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from das import storage
 from das.config import Config, build_config
 from das.errors import UserError
 from das.measure import NMF_SCHEMA
@@ -27,21 +27,21 @@ from das.write import GEOGRAPHY_COLUMNS
 MAX_EXAMPLES = 5
 
 
-def load_run_config(output: str) -> Config:
-    marker = Path(output) / "run.json"
-    if not marker.exists():
+def load_run_config(spark: SparkSession, output: str) -> Config:
+    marker = f"{output.rstrip('/')}/run.json"
+    if not storage.exists(spark, marker):
         raise UserError(f"{output} holds no das run (no run.json)")
-    return build_config(json.loads(marker.read_text()), str(marker))
+    return build_config(json.loads(storage.read_text(spark, marker)), marker)
 
 
 def validate_run(spark: SparkSession, input_dir: str, output: str) -> list[str]:
     """Every violation found in the run written to ``output`` (empty list: valid)."""
-    config = load_run_config(output)
+    config = load_run_config(spark, output)
     for part in ("mdf", "nmf", "certificate.json"):
-        if not (Path(output) / part).exists():
+        if not storage.exists(spark, f"{output}/{part}"):
             return [f"{output}/{part} is missing: the run did not finish"]
     mdf = spark.read.parquet(f"{output}/mdf")
-    certificate = json.loads((Path(output) / "certificate.json").read_text())
+    certificate = json.loads(storage.read_text(spark, f"{output}/certificate.json"))
     problems = check_columns(mdf, config.schema)
     if problems:
         return problems

@@ -1,0 +1,114 @@
+"""The driver's own file operations (run.json, certificate, _SUCCESS markers), through Hadoop.
+
+The executors write the Parquet outputs through Spark's Hadoop FileSystem, which knows
+``hdfs://``, ``s3a://``, ``file:`` and whatever else is configured; the driver's small files
+go through the same FileSystem of the session's JVM, so whatever URI Spark can write to,
+the driver can too. A plain path is resolved the way Spark resolves it (the default file
+system of the Hadoop configuration, relative to the driver's working directory).
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from py4j.protocol import Py4JJavaError
+from pyspark.sql import SparkSession
+
+from das.errors import UserError
+
+
+@dataclass(frozen=True)
+class Location:
+    """One path on the file system Spark would use for it."""
+
+    fs: Any  # org.apache.hadoop.fs.FileSystem (py4j proxy)
+    path: Any  # org.apache.hadoop.fs.Path, qualified
+    jvm: Any
+
+    @property
+    def uri(self) -> str:
+        return str(self.path.toString())
+
+    def child(self, name: str) -> Location:
+        return Location(self.fs, self.jvm.org.apache.hadoop.fs.Path(self.path, name), self.jvm)
+
+
+def locate(spark: SparkSession, uri: str) -> Location:
+    jvm = spark.sparkContext._jvm
+    conf = spark.sparkContext._jsc.hadoopConfiguration()
+    try:
+        raw = jvm.org.apache.hadoop.fs.Path(uri)
+        fs = raw.getFileSystem(conf)
+    except Py4JJavaError as exc:
+        raise UserError(
+            f"Spark cannot reach {uri}: {exc.java_exception.toString()} (is the file system "
+            "of this URI configured, e.g. its connector jar and credentials?)"
+        ) from None
+    return Location(fs, fs.makeQualified(raw), jvm)
+
+
+def exists(spark: SparkSession, uri: str) -> bool:
+    place = locate(spark, uri)
+    return bool(place.fs.exists(place.path))
+
+
+def is_empty_dir(spark: SparkSession, uri: str) -> bool:
+    """True when ``uri`` does not exist or is an empty directory."""
+    place = locate(spark, uri)
+    if not place.fs.exists(place.path):
+        return True
+    if not place.fs.getFileStatus(place.path).isDirectory():
+        return False
+    return len(place.fs.listStatus(place.path)) == 0
+
+
+def list_names(spark: SparkSession, uri: str) -> list[str]:
+    """Names of the entries of directory ``uri``, sorted."""
+    place = locate(spark, uri)
+    return sorted(str(s.getPath().getName()) for s in place.fs.listStatus(place.path))
+
+
+def mkdirs(spark: SparkSession, uri: str) -> None:
+    place = locate(spark, uri)
+    if not place.fs.mkdirs(place.path):
+        raise OSError(f"could not create directory {place.uri}")
+
+
+def read_text(spark: SparkSession, uri: str) -> str:
+    place = locate(spark, uri)
+    stream = place.fs.open(place.path)
+    try:
+        data = place.jvm.org.apache.commons.io.IOUtils.toByteArray(stream)
+    finally:
+        stream.close()
+    return bytes(data).decode("utf-8")
+
+
+def write_text(spark: SparkSession, uri: str, text: str) -> None:
+    """Write ``text`` (UTF-8) to ``uri`` whole or not at all (see ``write_bytes``)."""
+    write_bytes(spark, uri, text.encode("utf-8"))
+
+
+def write_bytes(spark: SparkSession, uri: str, data: bytes) -> None:
+    """Write ``data`` to ``uri`` whole or not at all: a temporary file, then a rename.
+
+    A killed driver leaves at worst a hidden ``._*.tmp`` file, never a half-written one
+    that a resumed run or the validator would read. (On object stores the rename is a
+    copy, still all-or-nothing for a reader.)
+    """
+    place = locate(spark, uri)
+    tmp = place.jvm.org.apache.hadoop.fs.Path(
+        place.path.getParent(), f"._{place.path.getName()}.{uuid.uuid4().hex}.tmp"
+    )
+    stream = place.fs.create(tmp, True)
+    try:
+        stream.write(bytearray(data))
+    finally:
+        stream.close()
+    if place.fs.exists(place.path):
+        place.fs.delete(place.path, False)
+    if not place.fs.rename(tmp, place.path):
+        place.fs.delete(tmp, False)
+        raise OSError(f"could not rename {tmp.toString()} to {place.uri}")

@@ -1,0 +1,52 @@
+"""The driver's file operations through Spark's Hadoop file system (das.storage)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from das import storage
+from das.errors import UserError
+
+pytestmark = pytest.mark.spark
+
+
+def test_text_round_trip_replaces_whole_files_and_leaves_no_temporaries(spark, tmp_path):
+    target = tmp_path / "run" / "run.json"
+    storage.mkdirs(spark, str(target.parent))
+    storage.write_text(spark, str(target), "first ü\n")
+    storage.write_text(spark, str(target), "second\n")
+    assert target.read_text() == "second\n"
+    assert storage.read_text(spark, str(target)) == "second\n"
+    # only the file and Hadoop's checksum of it: the temporary was renamed into place
+    assert sorted(p.name for p in target.parent.iterdir()) == [".run.json.crc", "run.json"]
+    assert storage.list_names(spark, str(target.parent)) == ["run.json"]  # Hadoop hides .crc
+
+
+def test_uris_and_plain_paths_name_the_same_files(spark, tmp_path):
+    (tmp_path / "a.txt").write_text("x")
+    assert storage.exists(spark, str(tmp_path / "a.txt"))
+    assert storage.exists(spark, (tmp_path / "a.txt").as_uri())
+    assert not storage.exists(spark, f"file:{tmp_path}/missing")
+    assert storage.read_text(spark, f"file://{tmp_path}/a.txt") == "x"
+
+
+def test_relative_paths_resolve_against_the_drivers_working_directory(spark):
+    # Spark qualifies a relative output path the same way before its executors write there
+    place = storage.locate(spark, "out/some/run")
+    assert place.uri == f"file:{Path.cwd() / 'out/some/run'}"
+
+
+def test_empty_directory_checks(spark, tmp_path):
+    assert storage.is_empty_dir(spark, str(tmp_path / "new"))
+    (tmp_path / "empty").mkdir()
+    assert storage.is_empty_dir(spark, str(tmp_path / "empty"))
+    (tmp_path / "empty" / "f").write_text("")
+    assert not storage.is_empty_dir(spark, str(tmp_path / "empty"))
+    assert not storage.is_empty_dir(spark, str(tmp_path / "empty" / "f"))  # a file, not a dir
+
+
+def test_an_unknown_file_system_is_a_clear_user_error(spark):
+    with pytest.raises(UserError, match="nosuchfs://bucket/x"):
+        storage.exists(spark, "nosuchfs://bucket/x")
