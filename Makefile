@@ -7,7 +7,7 @@ OUT    ?= out
 SEED   ?= 2020
 PERSONS ?= 200000
 
-.PHONY: install run test lint bench bench-e2e clean
+.PHONY: install run test lint bench bench-e2e clean cluster-up cluster-down dist
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -38,6 +38,26 @@ bench: install
 ## (local[2]); prints the table, writes bench/results/e2e.json. Takes ~30 min on 2 cores.
 bench-e2e: install
 	$(BIN)/python -m bench.bench_e2e
+
+## make cluster-up WORKERS=2: a Spark standalone master and workers on 127.0.0.1 (state,
+## logs and work dirs in $(CLUSTER)); ports: MASTER_PORT, WEBUI_PORT (workers: +1, +2, ...).
+WORKERS     ?= 2
+CLUSTER     ?= $(OUT)/cluster
+MASTER_PORT ?= 7077
+WEBUI_PORT  ?= 8080
+cluster-up: install
+	$(BIN)/python -m das.standalone up --workers $(WORKERS) --state $(CLUSTER) \
+	  --master-port $(MASTER_PORT) --webui-port $(WEBUI_PORT)
+
+## make cluster-down: stop exactly the processes cluster-up started.
+cluster-down: install
+	$(BIN)/python -m das.standalone down --state $(CLUSTER)
+
+## make dist: dist/das.zip, the package for spark-submit --py-files (dependencies not included).
+dist:
+	mkdir -p dist
+	rm -f dist/das.zip
+	$(PYTHON) -c "import pathlib, zipfile; z = zipfile.ZipFile('dist/das.zip', 'w', zipfile.ZIP_DEFLATED); [z.write(p) for p in sorted(pathlib.Path('das').rglob('*')) if p.is_file() and '__pycache__' not in p.parts]; z.close()"
 
 clean:
 	rm -rf $(OUT) spark-warehouse metastore_db derby.log

@@ -21,11 +21,13 @@ log = logging.getLogger("das.spark")
 
 def spark_session(settings: SparkSection, app_name: str = "das") -> SparkSession:
     """Get (or create) the session with this job's settings applied."""
-    # Executors must run the same interpreter as the driver: numpy/scipy come from it.
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     builder = SparkSession.builder.appName(app_name)
     if not _launched_by_spark_submit():
+        # Local executors must run the driver's interpreter: numpy/scipy come from it. Under
+        # spark-submit the executors' Python is the cluster's choice (spark.pyspark.python,
+        # PYSPARK_PYTHON): this driver's path may not exist on the executors' machines.
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
         log4j = resources.files("das").joinpath("log4j2.properties")
         builder = (
             builder.master(settings.master)

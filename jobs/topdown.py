@@ -4,7 +4,10 @@
         [--seed S] [--set key=value ...] [--resume]
 
 Takes the same arguments as ``das run``; the master and executor settings come from
-spark-submit, never from this file.
+spark-submit, never from this file. ``das`` must be importable on the driver and the
+executors: installed there, shipped in a packed environment (``--archives``), or, when its
+dependencies are installed, as ``--py-files dist/das.zip`` (``make dist``); see
+docs/cluster.md.
 """
 
 import sys

@@ -1,0 +1,322 @@
+"""The job on a real Spark standalone cluster on loopback: same output as local, and faults.
+
+One master and two workers (1 core each) run for the whole module, started and stopped by
+``das.standalone``; before each test both workers are alive. The job is launched the way a
+user launches it, by ``spark-submit --master spark://...``, and its faults are real ones:
+SIGKILL of a worker's process group (worker JVM, executor JVM, Python workers) or of the
+driver's (spark-submit, its JVM and the Python driver).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from das import standalone
+from das.fixture_synthetic import write_synthetic_fixture
+from tests.conftest import ROOT
+
+pytestmark = [pytest.mark.cluster, pytest.mark.spark, pytest.mark.slow]
+DEMO = ROOT / "configs" / "demo.toml"
+BIN = Path(sys.executable).parent
+PARTITIONS = "2"  # one task per executor core; the same on the cluster and on local[2]
+SEED = 21
+#: Spark names part files part-NNNNN-<job UUID>-c000...; the UUID is random per write job.
+JOB_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+
+def free_ports(count: int) -> list[int]:
+    sockets = [socket.socket() for _ in range(count)]
+    try:
+        for s in sockets:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
+
+
+@pytest.fixture(scope="module")
+def cluster_state(tmp_path_factory):
+    """A 2-worker loopback cluster for the module; its state file always has the live pids."""
+    state = tmp_path_factory.mktemp("cluster")
+    ports = free_ports(6)
+    standalone.start_cluster(
+        2,
+        state,
+        master_port=ports[0],
+        master_webui_port=ports[1],
+        worker_ports=ports[2:4],
+        worker_webui_ports=ports[4:6],
+        cores=1,
+        memory="1536m",
+    )
+    try:
+        yield state
+    finally:
+        standalone.stop_cluster(standalone.load_state(state))
+
+
+@pytest.fixture
+def cluster(cluster_state) -> standalone.Cluster:
+    """The module's cluster with both workers alive (a test may have killed one)."""
+    current = standalone.load_state(cluster_state)
+    alive = standalone.alive_worker_ports(current)
+    for index, worker in enumerate(current.workers):
+        if worker.port not in alive:
+            current = standalone.restart_worker(current, index)
+    return current
+
+
+@pytest.fixture(scope="module")
+def fixture_input(tmp_path_factory):
+    directory = tmp_path_factory.mktemp("cluster-job") / "input"
+    write_synthetic_fixture(3000, directory, seed=4, counties=2)
+    return directory
+
+
+@dataclass
+class Job:
+    """A spark-submit process in its own process group, its output collected line by line."""
+
+    process: subprocess.Popen
+    ui_port: int
+    lines: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        with self.process.stdout:
+            for line in self.process.stdout:
+                self.lines.append(line)
+
+    @property
+    def log(self) -> str:
+        return "".join(self.lines)
+
+    def seen(self, text: str) -> bool:
+        return any(text in line for line in self.lines)
+
+    def wait_for(self, found: Callable[[], object], what: str, timeout: float = 300) -> object:
+        """Poll ``found`` until it returns something truthy; fail if the job ends first."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            value = found()
+            if value:
+                return value
+            if self.process.poll() is not None:
+                self._reader.join(5)
+                pytest.fail(f"the job ended before {what}:\n{self.log}")
+            time.sleep(0.1)
+        pytest.fail(f"timed out waiting for {what}:\n{self.log}")
+
+    def finish(self, timeout: float = 600) -> int:
+        code = self.process.wait(timeout)
+        self._reader.join(10)
+        return code
+
+    def kill(self) -> None:
+        os.killpg(self.process.pid, signal.SIGKILL)  # spark-submit, its JVM, the Python driver
+        self.finish()
+
+
+def submit(master: str, input_dir: Path, output: Path, *args: str) -> Job:
+    """``spark-submit jobs/topdown.py`` as a user runs it, on ``master``."""
+    ui_port = free_ports(1)[0]
+    env = dict(os.environ)
+    env.update(
+        SPARK_LOCAL_IP="127.0.0.1",  # the driver's ports and UI on loopback only
+        PYSPARK_PYTHON=sys.executable,
+        PYSPARK_DRIVER_PYTHON=sys.executable,
+        PYTHONPATH=str(ROOT),
+    )
+    command = [
+        str(BIN / "spark-submit"),
+        "--master", master,
+        "--conf", "spark.executor.memory=1g",
+        "--conf", f"spark.ui.port={ui_port}",
+        str(ROOT / "jobs" / "topdown.py"),
+        str(DEMO),
+        "--input", str(input_dir),
+        "--output", str(output),
+        "--set", f"spark.shuffle_partitions={PARTITIONS}",
+        # WARN shows Spark's lost-task and lost-executor lines, which the fault tests check
+        "--set", "spark.log_level=WARN",
+        *args,
+    ]  # fmt: skip
+    process = subprocess.Popen(
+        command,
+        env=env,
+        cwd=ROOT,
+        start_new_session=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    return Job(process, ui_port)
+
+
+def parquet_digest(path: Path) -> str:
+    """SHA-256 of a Parquet file's bytes, with one documented exception in the footer.
+
+    parquet-java collects each column chunk's encodings in a HashSet of enum constants
+    and writes them in its iteration order, which follows the JVM's identity hash codes: two
+    JVMs writing the same data can list e.g. (PLAIN_DICTIONARY, BIT_PACKED) in either
+    order (apache/parquet-java#3215, unfixed in the 1.17 that Spark ships). So every byte
+    before the footer (all data and dictionary pages) must be equal, and the footer must be
+    equal field by field with each encodings list taken as a set.
+    """
+    data = path.read_bytes()
+    footer = int.from_bytes(data[-8:-4], "little")
+    metadata = pq.ParquetFile(path).metadata
+    summary = metadata.to_dict()
+    for group in summary["row_groups"]:
+        for column in group["columns"]:
+            column["encodings"] = sorted(column["encodings"])
+    digest = hashlib.sha256(data[: -8 - footer])
+    digest.update(json.dumps(summary, sort_keys=True, default=str).encode())
+    digest.update(repr(sorted((metadata.metadata or {}).items())).encode())
+    digest.update(str(metadata.schema).split("\n", 1)[1].encode())  # line 1: an object address
+    return digest.hexdigest()
+
+
+def data_files(directory: Path) -> list[tuple[str, str]]:
+    """Every file under ``directory`` as (relative path, digest of its bytes), sorted.
+
+    What "byte-identical" means here: the same files, by relative path, with the same bytes,
+    except (1) the job UUID Spark puts in part file names (random per write) is blanked
+    out of the path, and (2) Parquet footers are compared as in ``parquet_digest``. The
+    hidden .crc files are checksums of those same bytes and are left out.
+    """
+    return sorted(
+        (
+            JOB_UUID.sub("UUID", p.relative_to(directory).as_posix()),
+            parquet_digest(p) if p.suffix == ".parquet" else hashlib.sha256(p.read_bytes()).hexdigest(),
+        )
+        for p in directory.rglob("*")
+        if p.is_file() and not p.name.endswith(".crc")
+    )
+
+
+def _json(url: str) -> object:
+    with urllib.request.urlopen(url, timeout=5) as response:
+        return json.load(response)
+
+
+def busy_workers(cluster: standalone.Cluster, job: Job, phase: str) -> list[int]:
+    """Workers running a task of a Spark job described as ``phase`` (the driver's REST API)."""
+    base = f"http://127.0.0.1:{job.ui_port}/api/v1/applications"
+    try:
+        apps = _json(base)
+        if not apps:
+            return []
+        app = apps[0]["id"]
+        running = _json(f"{base}/{app}/jobs?status=running")
+        if not any(j.get("description") == phase for j in running):
+            return []
+        busy = {
+            e["id"] for e in _json(f"{base}/{app}/executors") if e["id"] != "driver" and e["activeTasks"]
+        }
+        found = []
+        for index, worker in enumerate(cluster.workers):
+            state = _json(f"http://127.0.0.1:{worker.webui_port}/json/")
+            if {str(e["id"]) for e in state["executors"] if e["appid"] == app} & busy:
+                found.append(index)
+        return found
+    except (OSError, ValueError):  # the driver's UI is not up yet ("Spark is starting up")
+        return []
+
+
+@pytest.fixture(scope="module")
+def local_run(fixture_input, tmp_path_factory) -> Path:
+    """The undisturbed reference: the same job on local[2]."""
+    output = tmp_path_factory.mktemp("local") / "run"
+    job = submit("local[2]", fixture_input, output, "--seed", str(SEED))
+    assert job.finish() == 0, job.log
+    return output
+
+
+def test_the_cluster_writes_the_same_bytes_as_local(cluster, fixture_input, local_run, tmp_path):
+    output = tmp_path / "run"
+    job = submit(cluster.url, fixture_input, output, "--seed", str(SEED))
+    assert job.finish() == 0, job.log
+    for part in ("mdf", "nmf"):
+        files = data_files(output / part)
+        assert any(name.endswith(".parquet") for name, _ in files)
+        assert files == data_files(local_run / part), part
+
+
+def test_lost_workers_during_measure_and_solve_do_not_change_the_output(
+    cluster, fixture_input, local_run, tmp_path
+):
+    output = tmp_path / "run"
+    job = submit(cluster.url, fixture_input, output, "--seed", str(SEED))
+    killed = []
+    for phase, done_marker in (
+        ("measure", output / "nmf" / "_SUCCESS"),
+        ("solve block", output / "levels" / "block" / "_SUCCESS"),
+    ):
+        index = job.wait_for(
+            lambda c=cluster, phase=phase: busy_workers(c, job, phase), f"a task of {phase}"
+        )[0]
+        standalone.kill_worker(cluster, index)
+        # the phase had not finished when its worker died: the kill hit a running stage
+        assert not done_marker.exists(), f"{phase} finished before the kill"
+        killed.append(phase)
+        cluster = standalone.restart_worker(cluster, index)  # the cluster heals, as it would
+    assert killed == ["measure", "solve block"]
+    assert job.finish() == 0, job.log  # the job validates its own output before exiting 0
+    # the driver saw both executors go (Spark logs "Lost executor N on HOST: worker lost")
+    assert len(set(re.findall(r"Lost executor (\d+) on", job.log))) == 2, job.log
+    for part in ("mdf", "nmf"):
+        assert data_files(output / part) == data_files(local_run / part), part
+
+
+def _kill_mid_level_and_resume(cluster, input_dir: Path, output: Path, *args: str) -> None:
+    job = submit(cluster.url, input_dir, output, *args)
+    job.wait_for(lambda: job.seen("solve tract: started"), "the tract level")
+    time.sleep(1)
+    job.kill()
+    assert (output / "levels" / "county" / "_SUCCESS").exists()
+    assert not (output / "levels" / "tract" / "_SUCCESS").exists(), "tract finished first"
+    assert not (output / "certificate.json").exists()
+    nmf_before = data_files(output / "nmf")
+    resumed = submit(cluster.url, input_dir, output, *args, "--resume")
+    assert resumed.finish() == 0, resumed.log  # finished and validated
+    assert resumed.seen("reusing the noisy measurements"), resumed.log
+    assert data_files(output / "nmf") == nmf_before  # noise never redrawn
+    certificate = json.loads((output / "certificate.json").read_text())
+    reused = {lv["level"]: lv["reused"] for lv in certificate["postprocessing"]["levels"]}
+    assert reused == {
+        "us": True, "state": True, "county": True,
+        "tract": False, "block_group": False, "block": False,
+    }  # fmt: skip
+
+
+def test_killed_driver_resumes_in_production_mode(cluster, fixture_input, tmp_path):
+    """No seed exists in production: only the NMF on disk can keep the noise from changing.
+
+    The same kill and resume in test mode (where the resumed output must also equal the
+    undisturbed one) is tests/system/test_job.py's, on local[2]: on the cluster it would add
+    ~2.5 minutes to CI and test nothing the two cluster tests here do not.
+    """
+    output = tmp_path / "run"
+    _kill_mid_level_and_resume(cluster, fixture_input, output, "--set", "run.production=true")
+    assert json.loads((output / "run.json").read_text())["run"]["production"] is True
