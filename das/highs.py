@@ -60,13 +60,21 @@ def _highs_model(program: LinearProgram) -> highspy.HighsLp:
     return lp
 
 
+#: LPs with at least this many columns are solved by interior point + crossover (a vertex,
+#: as the rounding needs) instead of dual simplex: on the 18,882-column rounding LP of the
+#: RI county with 141 tracts, 5.1 s instead of 8.0 s (quiet machine), 14 s instead of 22 s
+#: (loaded), the same optimum; on small LPs simplex is faster.
+LARGE_LP_COLUMNS = 5000
+
+
 def solve_highs(
     program: LinearProgram,
     time_limit: float = 600.0,
     start: np.ndarray | None = None,
     relative_gap: float = 0.0,
 ) -> HighsResult:
-    """Run HiGHS (simplex for an LP, branch and cut for a MIP) on ``program``, single-threaded.
+    """Run HiGHS (an LP by simplex, or by interior point + crossover when it has at least
+    LARGE_LP_COLUMNS columns; a MIP by branch and cut) on ``program``, single-threaded.
 
     A MIP stops when its incumbent is within ``relative_gap`` of the bound (0: closed
     exactly, to an absolute 1e-7). ``start`` is a feasible point to begin from.
@@ -83,6 +91,8 @@ def solve_highs(
         ("time_limit", float(time_limit)),
     ):
         highs.setOptionValue(name, value)
+    if program.integer is None and program.cost.size >= LARGE_LP_COLUMNS:
+        highs.setOptionValue("solver", "ipm")
     highs.passModel(_highs_model(program))
     if start is not None:
         solution = highspy.HighsSolution()

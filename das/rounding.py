@@ -52,6 +52,12 @@ INTEGRALITY_TOLERANCE = 1e-6
 #: Seconds the rounding MIP may run before its best integer solution is taken as is.
 MIP_TIME_LIMIT = 30.0
 
+#: Seconds the rounding LP may run: only a guard (an LP is polynomial, and its answer is
+#: needed: without it there is no rounding). It is not taken from the MIP's time, which
+#: starts when the LP ends: under load the LP of the largest RI county took 30 s and an
+#: LP limit equal to the MIP's stopped the run.
+LP_TIME_LIMIT = 600.0
+
 #: An integer solution whose L1 objective is within this fraction of the LP bound is
 #: accepted (postprocess.mip_gap). On the county with 141 tracts of the RI fixture the first
 #: incumbent was 6e-4 above the bound (5.6 units of L1 distance over 9,151 movable counts)
@@ -240,13 +246,13 @@ def round_counts(
     3. Unless that incumbent is already within ``relative_gap`` of the LP bound, the full
        MIP, started from it, closes the gap to ``relative_gap`` (0: exactly). The problem is
        NP-hard in general (controlled rounding of 3+-way tables), so it runs under
-       ``time_limit``; if that is hit the best integer solution found is used and the
+       ``time_limit`` (counted from the end of the LP, which has its own guard,
+       LP_TIME_LIMIT); if that is hit the best integer solution found is used and the
        status says so. ``gap`` is always the final relative gap to the proven bound.
 
     ``wide`` lets every entry move (see ``increments``); it is used anyway when the
     floor + binary problem is infeasible.
     """
-    deadline = time.perf_counter() + time_limit
     inc = increments(cp, x, wide)
     if not wide and inc.var.size == 0:
         if not _violated(cp, inc.base):  # the fit is integral already: nothing to round
@@ -254,13 +260,13 @@ def round_counts(
             return RoundingResult(counts, l1_objective(cp, counts, x), "Optimal", 0, True, 0.0)
         return round_counts(cp, x, time_limit, wide=True, relative_gap=relative_gap)
     program = _program(cp, inc, x)
-    relaxed = solve_highs(dataclass_replace(program, integer=None), time_limit)
+    relaxed = solve_highs(dataclass_replace(program, integer=None), LP_TIME_LIMIT)
     if relaxed.status == "Infeasible" and not wide:
-        remaining = max(deadline - time.perf_counter(), 1.0)
-        return round_counts(cp, x, remaining, wide=True, relative_gap=relative_gap)
+        return round_counts(cp, x, time_limit, wide=True, relative_gap=relative_gap)
     if relaxed.status != "Optimal":
         raise InternalError(f"rounding LP over {inc.var.size} increments: HiGHS {relaxed.status}")
     result = relaxed
+    deadline = time.perf_counter() + time_limit
     if not _is_integral(relaxed.x[: inc.var.size]):
         result = _branch_and_cut(program, relaxed, inc.var.size, deadline, relative_gap)
     y = result.x[: inc.var.size]
