@@ -78,8 +78,8 @@ class PostprocessSection(_Section):
     failsafe: bool = True
     #: Accept an integer rounding within this relative L1 gap of the proven bound (0: optimum).
     mip_gap: float = Field(default=1e-3, ge=0.0, le=1.0)
-    #: Seconds per rounding MIP before its best integer solution is taken as is.
-    mip_time_limit: float = Field(default=30.0, gt=0.0)
+    #: Guard (seconds) per rounding MIP; the MIPs stop on node limits (see das.rounding).
+    mip_time_limit: float = Field(default=120.0, gt=0.0)
 
 
 class SparkSection(_Section):
