@@ -61,14 +61,15 @@ MIP_TIME_LIMIT = 120.0
 #: incumbent 8.4e-4 above the LP bound (5 s idle; under load, a 7.5 s time slice had cut
 #: it short and the full MIP then ran 22 s without reaching 1e-3).
 SUB_MIP_NODES = 100
-FULL_MIP_NODES = 1000
+FULL_MIP_NODES = 200
 
 #: With mip_gap > 0, the full MIP (step 3) runs only on problems with at most this many
 #: movable counts; above it the sub-MIP's answer is kept and its gap reported. On that
 #: county (9,148 movable counts) the full MIP's first two nodes took 113 s and moved the
-#: gap from 1.36e-3 to 1.03e-3; on parents of up to ~2,000 movable counts it closes the
-#: gap in about a second.
-FULL_MIP_MAX_INCREMENTS = 5000
+#: gap from 1.36e-3 to 1.03e-3; on synthetic counties of a few thousand movable counts it
+#: took 87-105 s (1,000 nodes) to reach 1e-3; block groups (up to ~2,000) close the gap
+#: in about a second.
+FULL_MIP_MAX_INCREMENTS = 2000
 
 #: Seconds the rounding LP may run: only a guard (an LP is polynomial, and its answer is
 #: needed: without it there is no rounding). It is not taken from the MIP's time, which
