@@ -164,7 +164,7 @@ def _assemble(
             mask = face.kinds == kind
             target[c, face.index[mask]] = nu[mask]
         inconsistent[c] = np.abs(face.rows @ x_c - face.rhs).max(initial=0.0) > tolerance
-    if cp.parent is not None and np.abs(x.sum(axis=0) - cp.parent).max() > tolerance:
+    if cp.parent is not None and np.abs(x.sum(axis=0) - cp.parent).max(initial=0.0) > tolerance:
         inconsistent[:] = True  # the tight bounds contradict the children-sum rows
     duals = Duals(lam, out[ROW], out[UPPER], out[LOWER])
     return Point(x, duals, inconsistent)

@@ -244,6 +244,24 @@ def test_large_parents_keep_the_sub_mip_rounding_and_report_its_gap(monkeypatch)
     assert kept  # seed 13's LP is fractional and its sub-MIP is 4.8e-4 above the bound
 
 
+def test_a_parent_with_nobody_gives_children_with_nobody():
+    """An empty parent (a block group of vacant housing only: protected population 0) has
+    no live cell at all; the solve must still return zeros, not fail on empty arrays (it
+    did, on the RI fixture with seed 2)."""
+    problem = _small(11).problem
+    zeros = np.zeros(problem.n_children, dtype=np.int64)
+    empty = dataclasses.replace(
+        problem,
+        parent=np.zeros_like(problem.parent),
+        child_totals=zeros,
+        group_lower=np.zeros_like(problem.group_lower),
+    )
+    solution = solve_parent(empty)
+    assert solution.counts.shape == (problem.n_children, problem.parent.size)
+    assert not solution.counts.any()
+    assert check_solution(empty, solution.counts) == []
+
+
 def test_total_pass_rounding_is_the_milp_over_blocks():
     """Over blocks the total-only pass is a problem whose cells are the facility groups; the
     reference MILP on that problem must reach the fast rounding's objective."""
