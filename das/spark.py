@@ -19,6 +19,13 @@ from das.config import SparkSection
 log = logging.getLogger("das.spark")
 
 
+#: Adaptive execution merges small shuffle partitions by bytes, but here the cost is Python
+#: work per row (noise per geounit, a solve per family), not bytes: on the RI fixture it
+#: put the whole block level's measurement into one 20 s task (median task 0.1 s) and most
+#: block-level solves into one 15 s task. Off: every shuffle keeps spark.shuffle_partitions.
+COALESCE = "spark.sql.adaptive.coalescePartitions.enabled"
+
+
 def spark_session(settings: SparkSection, app_name: str = "das") -> SparkSession:
     """Get (or create) the session with this job's settings applied."""
     builder = SparkSession.builder.appName(app_name)
@@ -46,9 +53,11 @@ def spark_session(settings: SparkSection, app_name: str = "das") -> SparkSession
         .config("spark.sql.adaptive.autoBroadcastJoinThreshold", "-1")
         # codes such as county "003" are strings: never let a partition directory become 3
         .config("spark.sql.sources.partitionColumnTypeInference.enabled", "false")
+        .config(COALESCE, "false")
         .getOrCreate()
     )
     spark.conf.set("spark.sql.shuffle.partitions", str(settings.shuffle_partitions))
+    spark.conf.set(COALESCE, "false")
     spark.sparkContext.setLogLevel(settings.log_level)
     log.debug(
         "spark master %s, %s shuffle partitions",
