@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import json
 import shlex
-import subprocess
 import sys
 import time
 from collections.abc import Sequence
@@ -32,7 +31,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from bench.common import REPO_ROOT, git_commit, print_table, run_metadata, write_results
+from bench.common import (
+    REPO_ROOT,
+    git_commit,
+    print_table,
+    run_metadata,
+    working_tree_dirty,
+    write_results,
+)
 
 RI = REPO_ROOT.parent / "shared/data/real/alarm_census_2020_blocks/ri_2010_block.parquet"
 PRODUCTION = REPO_ROOT / "configs" / "pl94_2020_production.toml"
@@ -53,22 +59,6 @@ class Runs:
 
 
 # ---- running ------------------------------------------------------------------------------
-def working_tree_dirty() -> bool | None:
-    """Whether tracked files differ from the commit (read-only ``git status``), None outside git."""
-    try:
-        done = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
-            cwd=REPO_ROOT,
-            capture_output=True,
-            text=True,
-            timeout=10,
-            check=False,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return bool(done.stdout.strip()) if done.returncode == 0 else None
-
-
 def ri_input(work: Path) -> Path:
     """The RI fixture (built once into ``work/ri_input``; the build is deterministic)."""
     from das.fixture_blocks import write_blocks_fixture

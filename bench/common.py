@@ -65,24 +65,30 @@ def _total_memory() -> int | None:
     return int(psutil.virtual_memory().total)
 
 
-def git_commit() -> str | None:
-    """The checked-out commit (``git rev-parse HEAD``, read-only), or None outside git.
-
-    The working tree may hold uncommitted changes; the commit is what the figure is closest to.
-    """
+def _git(*args: str) -> str | None:
+    """Output of a read-only git command in the repository, or None outside git."""
     try:
         done = subprocess.run(
-            ["git", "rev-parse", "HEAD"],
-            cwd=REPO_ROOT,
-            capture_output=True,
-            text=True,
-            timeout=10,
-            check=False,
+            ["git", *args], cwd=REPO_ROOT, capture_output=True, text=True, timeout=10, check=False
         )
     except (OSError, subprocess.SubprocessError):
         return None
-    commit = done.stdout.strip()
-    return commit if done.returncode == 0 and commit else None
+    return done.stdout if done.returncode == 0 else None
+
+
+def git_commit() -> str | None:
+    """The checked-out commit (``git rev-parse HEAD``), or None outside git.
+
+    The working tree may hold uncommitted changes; the commit is what the figure is closest to.
+    """
+    commit = (_git("rev-parse", "HEAD") or "").strip()
+    return commit or None
+
+
+def working_tree_dirty() -> bool | None:
+    """Whether tracked files differ from the commit (``git status``), None outside git."""
+    status = _git("status", "--porcelain", "--untracked-files=no")
+    return None if status is None else bool(status.strip())
 
 
 def timestamp() -> str:
