@@ -240,14 +240,17 @@ def level_rows(table: pd.DataFrame, query: str) -> list[list[str]]:
     part = table[table["query"] == query]
     for level, by_source in part.groupby("level", observed=True, sort=True):
         cells = by_source.set_index("source")
-        row = [str(level)]
-        for value, signed in (("mae", False), ("mean_signed", True)):
-            for source in SOURCES:
-                row.append(
-                    with_range(cells.loc[source], value, signed) if source in cells.index else "-"
-                )
-        rows.append(row)
+        rows.append([str(level), *_by_source(cells, (("mae", False), ("mean_signed", True)))])
     return rows
+
+
+def _by_source(cells: pd.DataFrame, values: Sequence[tuple[str, bool]]) -> list[str]:
+    """Each (value, signed) for each source, formatted with its seed range; "-" if absent."""
+    return [
+        with_range(cells.loc[source], value, signed) if source in cells.index else "-"
+        for value, signed in values
+        for source in SOURCES
+    ]
 
 
 LEVEL_HEADERS = [
@@ -264,13 +267,10 @@ def bias_rows(table: pd.DataFrame, by: str) -> list[list[str]]:
     for label, by_source in table.groupby(by, sort=False):
         cells = by_source.set_index("source")
         first = cells.iloc[0]
-        row = [str(label), f"{int(first['geounits_or_cells']):,}"]
-        for value, signed in (("mean_signed", True), ("mae", False)):
-            for source in SOURCES:
-                row.append(
-                    with_range(cells.loc[source], value, signed) if source in cells.index else "-"
-                )
-        rows.append(row)
+        values = (("mean_signed", True), ("mae", False))
+        rows.append(
+            [str(label), f"{int(first['geounits_or_cells']):,}", *_by_source(cells, values)]
+        )
     return rows
 
 
