@@ -76,6 +76,9 @@ class PostprocessSection(_Section):
     solver: str = "structured"
     rounder: str = "highs"
     failsafe: bool = True
+    #: The ``total``-only pass fits each child's total to the inverse-variance combination of
+    #: every measured query's sum, not to the total query alone (False: the 2020 rule).
+    combine_totals: bool = True
     #: Accept an integer rounding within this relative L1 gap of the proven bound (0: optimum).
     mip_gap: float = Field(default=1e-3, ge=0.0, le=1.0)
     #: Guard (seconds) per rounding MIP; the MIPs stop on node limits (see das.rounding).

@@ -9,7 +9,7 @@ import pytest
 
 from das import config as config_module
 from das.config import load_config
-from das.topdown import SOLVERS, facility_bounds, level_plan, solve_family
+from das.topdown import SOLVERS, combined_totals, facility_bounds, level_plan, solve_family
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -59,3 +59,58 @@ def test_invariant_totals_are_kept_exactly():
     plan = type(plan)(**{**plan.__dict__, "totals_invariant": True})
     counts, _, _ = solve_family(plan, truth.sum(axis=0), answers, units, totals=truth.sum(axis=1))
     assert np.array_equal(counts.sum(axis=1), truth.sum(axis=1))
+
+
+def _exact_answers(plan, truth):
+    return {q.name: (q.matrix @ truth.T).T.astype(float) for q in plan.queries}
+
+
+def test_combined_totals_are_exact_without_noise_and_ignore_rows_known_to_be_zero():
+    plan, truth, _, _ = _family(seed=5)
+    parent = truth.sum(axis=0)
+    answers = _exact_answers(plan, truth)
+    assert np.allclose(combined_totals(plan, answers, parent), truth.sum(axis=1))
+    # A detailed cell the parent has at zero is known to be zero in every child: noise
+    # there must not reach the estimate (with it, the estimate would move by ~1e6 x weight).
+    dead = np.flatnonzero((parent == 0) & ~plan.schema.structural_zero_mask)[0]
+    answers["detailed"][:, dead] += 1e6
+    assert np.allclose(combined_totals(plan, answers, parent), truth.sum(axis=1))
+    # Without the parent (the root) nothing but structural zeros is known: the noise counts.
+    assert not np.allclose(combined_totals(plan, answers, None), truth.sum(axis=1))
+
+
+def test_combined_totals_have_the_inverse_variance_of_all_query_sums():
+    """4,000 children with the same truth are 4,000 replicates: the estimate's empirical
+    variance must be 1 / sum_q (w_q / live rows of q), well below the total query's 1 / w."""
+    plan, truth, _, _ = _family(seed=6, children=1)
+    replicates = 4000
+    truth = np.repeat(truth, replicates, axis=0)
+    parent = truth[0] * replicates
+    rng = np.random.default_rng(7)
+    live = (parent > 0) & ~plan.schema.structural_zero_mask
+    answers, inverse = {}, 0.0
+    for q in plan.queries:
+        sigma = np.sqrt(1.0 / plan.weights[q.name])
+        answers[q.name] = (q.matrix @ truth.T).T + rng.normal(0.0, sigma, (replicates, q.size))
+        inverse += plan.weights[q.name] / int(((q.matrix @ live) > 0).sum())
+    estimate = combined_totals(plan, answers, parent)
+    assert abs(estimate.mean() - truth[0].sum()) < 4 * np.sqrt(1.0 / inverse / replicates)
+    assert estimate.var() == pytest.approx(1.0 / inverse, rel=0.1)
+    assert 1.0 / inverse < 0.9 / plan.weights["total"]
+
+
+def test_the_total_pass_can_use_the_total_query_alone():
+    """combine_totals = false (the 2020 rule): the first pass sees only the total query, so
+    a large error in another query's answers for one child cannot move the totals; with
+    combine_totals = true it moves that child's total up."""
+    plan, truth, answers, units = _family(seed=8)
+    parent = truth.sum(axis=0)
+    shifted = {**answers, "votingage": answers["votingage"].copy()}
+    shifted["votingage"][0] += 50.0
+
+    def totals(combine, given):
+        configured = type(plan)(**{**plan.__dict__, "combine_totals": combine})
+        return solve_family(configured, parent, given, units, totals=None)[0].sum(axis=1)
+
+    assert np.array_equal(totals(False, answers), totals(False, shifted))
+    assert totals(True, shifted)[0] > totals(True, answers)[0]
