@@ -92,12 +92,21 @@ def round_l2(
 
 
 def _feasible_form(
-    problem: ParentProblem,
+    problem: ParentProblem, hint: np.ndarray | None = None
 ) -> tuple[ParentProblem, Layout, CompactProblem, np.ndarray, str]:
     """(problem, layout, compact form, a feasible point, failsafe reason): the input if it
-    is feasible, else its failsafe relaxation (reason empty iff nothing was relaxed)."""
+    is feasible, else its failsafe relaxation (reason empty iff nothing was relaxed).
+
+    ``hint`` (children x cells) is a candidate feasible point, such as the previous pass's
+    counts, which meet every constraint of the next pass when it fixes their totals and
+    queries: if ``check_solution`` accepts it, the feasibility LP is not needed (it was
+    about a quarter of a block group's solve time)."""
     lay = layout(problem)
     cp = compact(problem, lay)
+    if hint is not None and not check_solution(problem, hint):
+        feasible = np.zeros((problem.n_children, lay.n_blocks))
+        np.add.at(feasible, (slice(None), lay.block), np.asarray(hint, float)[:, lay.live])
+        return problem, lay, cp, feasible, ""
     feasible = feasible_point(cp)
     if feasible is not None:
         return problem, lay, cp, feasible, ""
@@ -117,8 +126,12 @@ def solve_parent(
     *,
     mip_time_limit: float = MIP_TIME_LIMIT,
     mip_gap: float = MIP_RELATIVE_GAP,
+    feasible_hint: np.ndarray | None = None,
 ) -> ParentSolution:
     """L2 fit then integer rounding for one parent and all its children, one pass.
+
+    ``feasible_hint`` (children x cells, optional) is a point that may satisfy every
+    constraint (the previous pass's counts); it replaces the feasibility LP when it does.
 
     ``mip_time_limit`` bounds the rounding MIP (NP-hard in general); past it the best
     integer solution found is used and ``rounding_status`` says so. A rounding within
@@ -127,7 +140,7 @@ def solve_parent(
     (the input, or its failsafe relaxation if the input was infeasible).
     """
     start = time.perf_counter()
-    problem, lay, cp, feasible, reason = _feasible_form(problem)
+    problem, lay, cp, feasible, reason = _feasible_form(problem, feasible_hint)
     l2_start = time.perf_counter()
     fit = solve_l2(cp, feasible)
     rounding_start = time.perf_counter()

@@ -96,10 +96,14 @@ def level_plan(config: Config, level: str) -> LevelPlan:
 
 # ---- one parent ---------------------------------------------------------------------------
 def solve_with_reference(
-    problem: ParentProblem, *, mip_time_limit: float, mip_gap: float
+    problem: ParentProblem,
+    *,
+    mip_time_limit: float,
+    mip_gap: float,
+    feasible_hint: np.ndarray | None = None,
 ) -> ParentSolution:
     """The cvxpy reference as a production solver: slow, no failsafe, checked like the other.
-    Its MILP is always solved to optimality (``mip_gap`` is not used)."""
+    Its MILP is always solved to optimality (``mip_gap`` and ``feasible_hint`` are not used)."""
     from das.optimize_reference import solve_parent_reference  # imports cvxpy: only when chosen
 
     result = solve_parent_reference(problem, mip_time_limit)
@@ -228,7 +232,10 @@ def solve_family(
             fixed=tuple(fixed),
         )
         solution = SOLVERS[plan.solver](
-            problem, mip_time_limit=plan.mip_time_limit, mip_gap=plan.mip_gap
+            problem,
+            mip_time_limit=plan.mip_time_limit,
+            mip_gap=plan.mip_gap,
+            feasible_hint=counts,  # the previous pass's counts meet this pass's constraints
         )
         counts = solution.counts
         gap = max(gap, float(solution.stats.get("mip_gap", 0.0)))
