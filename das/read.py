@@ -237,8 +237,12 @@ def read_histograms(
     counts = block_counts(config.schema, persons, units).cache()
     unit_counts = block_units(units).cache()
     log.info("input checked; block histograms built")
+    # Each level's histograms are used by the measurement, the level's solve (units and
+    # invariant totals) and the metrics: cached (memory, spilling to disk), the aggregation
+    # runs once per level instead of once per use. They are small beside the input: one row
+    # per geounit with its nonzero cells.
     return {
-        level.name: level_histograms(level, counts, unit_counts)
+        level.name: LevelHistograms(level, level_histograms(level, counts, unit_counts).frame.cache())
         for level in config.geography.levels
     }
 
