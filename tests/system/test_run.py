@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 from pathlib import Path
 
 import pandas as pd
@@ -64,6 +65,37 @@ def test_run_is_valid_and_certified(spark, demo_run, two_counties):
     assert cert["postprocessing"]["failsafes"] == 0
     assert (output / "certificate.md").read_text().startswith("# Run certificate")
     assert (output / "confidential" / "report.html").exists()
+
+
+def test_the_validator_names_each_kind_of_damage(spark, demo_run, two_counties, tmp_path):
+    """A valid MDF, damaged: each kind is reported with its count (the column checks, and
+    the structural-zero checks, are each counted in one pass). Column damage stops the
+    validation there, so the structural zero is tried on a second copy."""
+    _, output, _ = demo_run
+
+    def damaged(name, damage):
+        copy = tmp_path / name
+        shutil.copytree(output, copy, ignore=shutil.ignore_patterns("mdf"))
+        mdf = spark.read.parquet(str(output / "mdf")).toPandas()  # codes stay strings
+        damage(mdf)
+        (copy / "mdf").mkdir()
+        mdf.to_parquet(copy / "mdf" / "part-0.parquet", index=False)
+        return validate_run(spark, str(two_counties / "input"), str(copy))
+
+    def columns(mdf):
+        mdf.loc[0, "TABTRACTCE"] = "12345"  # five digits
+        mdf.loc[1:2, "CENRACE"] = 99  # outside 1..63
+
+    problems = damaged("columns", columns)
+    assert any(p.startswith("TABTRACTCE is not a 6-digit code: 1 row(s)") for p in problems)
+    assert any(p.startswith("CENRACE outside [1, 2,") and ": 2 row(s)" in p for p in problems)
+
+    def child_in_a_nursing_home(mdf):
+        mdf.loc[2, ["RTYPE", "GQTYPE_PL", "VOTING_AGE"]] = [5, 3, 1]
+
+    problems = damaged("zero", child_in_a_nursing_home)
+    assert any(p.startswith("records in structural zero") for p in problems)
+    assert validate_run(spark, str(two_counties / "input"), str(output)) == []
 
 
 def test_same_seed_same_mdf_with_one_and_four_partitions(spark, demo_run, two_counties):
