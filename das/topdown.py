@@ -417,18 +417,22 @@ def solve_and_checkpoint(
 
 
 def _report(done: DataFrame, level: str, reused: bool) -> LevelReport:
+    # One pass over the checkpoint (collect_list skips the nulls: parents without failsafe)
     stats = done.agg(
         F.sum("solves").alias("solves"),
         F.sum("seconds").alias("seconds"),
         F.max("mip_gap").alias("mip_gap"),
+        F.collect_list(
+            F.when(F.col("failsafe").isNotNull(), F.struct("geocode", "failsafe"))
+        ).alias("failsafes"),
     ).collect()[0]
-    failsafes = done.filter(F.col("failsafe").isNotNull()).select("geocode", "failsafe").collect()
-    for row in failsafes:
-        log.warning("level %s: failsafe used for the parent of %s: %s", level, row[0], row[1])
+    failsafes = sorted((r["geocode"], r["failsafe"]) for r in stats["failsafes"])
+    for geocode, reason in failsafes:
+        log.warning("level %s: failsafe used for the parent of %s: %s", level, geocode, reason)
     return LevelReport(
         level=level,
         solves=int(stats["solves"] or 0),
-        failsafes=tuple((r[0], r[1]) for r in failsafes),
+        failsafes=tuple(failsafes),
         solve_seconds=float(stats["seconds"] or 0.0),
         max_mip_gap=float(stats["mip_gap"] or 0.0),
         reused=reused,

@@ -20,6 +20,7 @@ from das.fixture_pl94 import write_pl94_fixture
 from das.fixture_synthetic import write_synthetic_fixture
 from das.metrics import overall
 from das.run import run_job
+from das.topdown import SOLUTION_SCHEMA, _report
 from das.validate import validate_run
 from das.write import read_microdata
 from tests.conftest import ROOT, SHARED_DATA
@@ -285,3 +286,20 @@ def test_h1_occupancy_run_keeps_housing_units_exact(spark, two_counties):
     expected = housing.groupby(housing["geoid"].str[5:]).size()
     assert per_block.sort_index().equals(expected[expected > 0].sort_index())
     assert set(mdf["HH_STATUS"]) <= {1, 2} and set(mdf["RTYPE"]) == {2}
+
+
+def test_level_report_sums_solves_and_lists_each_failsafe(spark):
+    """The certificate's per-level figures, read from a checkpoint in one pass: the parent
+    facts sit on each parent's first child, the other children carry zeros and nulls."""
+    rows = [
+        ("b1", [1], [2], 1, "total: group lower bounds relaxed", 0.25, 2e-4),
+        ("a1", [0], [1], 1, None, 0.5, 1e-4),
+        ("a2", [0], [1], 0, None, 0.0, 0.0),
+        ("c1", [0], [3], 1, "detailed: child totals relaxed", 0.125, 0.0),
+    ]
+    report = _report(spark.createDataFrame(rows, SOLUTION_SCHEMA), "tract", reused=False)
+    assert report.solves == 3 and report.solve_seconds == 0.875 and report.max_mip_gap == 2e-4
+    assert report.failsafes == (
+        ("b1", "total: group lower bounds relaxed"),
+        ("c1", "detailed: child totals relaxed"),
+    )
