@@ -18,6 +18,7 @@ import itertools
 import json
 from collections.abc import Iterator, Sequence
 from fractions import Fraction
+from functools import reduce
 
 import numpy as np
 import pandas as pd
@@ -27,7 +28,6 @@ from pyspark.sql import types as T
 
 from das import storage
 from das.config import Config
-from das.measure import level_measurements
 from das.read import LevelHistograms
 from das.schema import Query, Schema, cenrace_combinations
 
@@ -135,39 +135,77 @@ def diversity_bins(group_counts: np.ndarray) -> np.ndarray:
 
 
 # ---- errors on Spark ------------------------------------------------------------------------
-def level_errors(
-    config: Config, level: str, truth: LevelHistograms, protected: DataFrame, nmf: DataFrame
+def run_errors(
+    config: Config,
+    truth: dict[str, LevelHistograms],
+    protected: dict[str, DataFrame],
+    nmf: DataFrame,
 ) -> pd.DataFrame:
-    """Error sums of one level, aggregated by Spark; a small table reaches the driver."""
-    measured = config.queries[level]
-    names = [q.name for q in measured]
-    # total population is always reported, measured at this level or not (the US is not)
-    queries = measured if "total" in names else (config.schema.query("total"), *measured)
-    groups = diversity_groups(config.schema)
-    noisy = level_measurements(nmf, level, names)
-    joined = (
-        truth.frame.select(
-            "geocode", F.col("cells").alias("t_cells"), F.col("counts").alias("t_counts")
-        )
-        .join(
-            protected.select(
-                "geocode", F.col("cells").alias("p_cells"), F.col("counts").alias("p_counts")
-            ),
-            "geocode",
-        )
-        .join(noisy, "geocode", "left")
+    """Error sums of every level in one Spark job; a small table per level reaches the driver.
+
+    One job rather than one per level: the NMF is pivoted once for all levels, and the
+    small upper levels no longer pay a job's fixed cost each. RI, histograms cached:
+    10.7 s -> 6.9 s for the same table (one job per level before).
+    """
+    levels = list(protected)
+    measured = {lv: [q.name for q in config.queries[lv]] for lv in levels}
+    every = sorted({name for names in measured.values() for name in names})
+    noisy = nmf.groupBy("level", "geocode").agg(
+        *[
+            F.first(F.when(F.col("query") == q, F.col("values")), ignorenulls=True).alias(f"n{i}")
+            for i, q in enumerate(every)
+        ]
     )
+    truth_frames = [
+        truth[lv].frame.select(
+            F.lit(lv).alias("level"),
+            "geocode",
+            F.col("cells").alias("t_cells"),
+            F.col("counts").alias("t_counts"),
+        )
+        for lv in levels
+    ]
+    protected_frames = [
+        protected[lv].select(
+            F.lit(lv).alias("level"),
+            "geocode",
+            F.col("cells").alias("p_cells"),
+            F.col("counts").alias("p_counts"),
+        )
+        for lv in levels
+    ]
+    joined = (
+        reduce(DataFrame.unionByName, truth_frames)
+        .join(reduce(DataFrame.unionByName, protected_frames), ["level", "geocode"])
+        .join(noisy, ["level", "geocode"], "left")
+    )
+    groups = diversity_groups(config.schema)
+    total = config.schema.query("total")
+    plans = {}
+    for lv in levels:
+        queries = config.queries[lv]
+        # total population is always reported, measured at this level or not (the US is not)
+        reported = queries if "total" in measured[lv] else (total, *queries)
+        plans[lv] = (reported, [f"n{every.index(q)}" for q in measured[lv]])
 
     def partial(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
         for batch in batches:
-            yield batch_errors(batch, queries, names, groups)
+            for lv, rows in batch.groupby("level", sort=False):
+                reported, columns = plans[lv]
+                named = rows.rename(columns={c: f"q{i}" for i, c in enumerate(columns)})
+                yield batch_errors(named, reported, measured[lv], groups).assign(level=lv)
 
+    schema = T.StructType([T.StructField("level", T.StringType()), *_PARTIAL.fields])
     sums = (
-        joined.mapInPandas(partial, _PARTIAL)
-        .groupBy(*_KEYS)
+        joined.mapInPandas(partial, schema)
+        .groupBy("level", *_KEYS)
         .agg(*[F.sum(c).alias(c) for c in _SUMS])
+        .toPandas()
     )
-    return _summarise(sums.toPandas(), level)
+    return pd.concat(
+        [_summarise(sums[sums["level"] == lv].drop(columns="level"), lv) for lv in levels],
+        ignore_index=True,
+    )
 
 
 def batch_errors(

@@ -18,7 +18,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-import pandas as pd
 from pyspark import Accumulator
 from pyspark.sql import DataFrame, SparkSession
 
@@ -27,7 +26,7 @@ from das.certificate import build_certificate, write_certificate
 from das.config import Config
 from das.errors import InternalError, UserError
 from das.measure import nmf_complete, read_nmf, write_nmf
-from das.metrics import level_errors, write_metrics
+from das.metrics import run_errors, write_metrics
 from das.noise import Rng, secure_rng, seeded_rng
 from das.progress import Progress
 from das.read import LevelHistograms, input_counts, read_histograms
@@ -130,10 +129,8 @@ def run_job(
             "output_records": spark.read.parquet(mdf).count(),
         }
     with phase(progress, "metrics (confidential)"):
-        tables = [
-            level_errors(config, lv, histograms[lv], frame, nmf) for lv, frame in protected.items()
-        ]
-        write_metrics(spark, pd.concat(tables, ignore_index=True), f"{output}/confidential")
+        table = run_errors(config, histograms, protected, nmf)
+        write_metrics(spark, table, f"{output}/confidential")
     certificate = build_certificate(
         config, noise_source=noise_source, records=records, levels=reports, timings=progress.timings
     )
