@@ -121,6 +121,8 @@ def load_runs(directories: Sequence[Path]) -> Runs:
         "seeds": seeds,
         "config_file": certificate["config_file"],
         "config_name": config["run"]["name"],
+        # absent from runs made before the option existed: they fitted the total query alone
+        "combine_totals": config.get("postprocess", {}).get("combine_totals", False),
         "rho": certificate["privacy"]["rho"],
         "input_persons": persons.pop(),
         "runs_created": created,
@@ -434,11 +436,55 @@ def whole_level_sentence(table: pd.DataFrame) -> list[str]:
     ]
 
 
+def first_pass_sentence(info: dict[str, Any]) -> str:
+    if info.get("combine_totals"):
+        return (
+            "The first pass fits each child's total to the inverse-variance combination of "
+            "every measured query's sum (`postprocess.combine_totals = true`), not to the "
+            "total query alone (the 2020 rule)."
+        )
+    return "The first pass fits the children's totals to the total query alone (the 2020 rule)."
+
+
+def baseline_rows(levels: pd.DataFrame, baseline: dict[str, Any]) -> list[list[str]]:
+    """Protected total MAE per level: these runs, the baseline's, and the noisy measurement."""
+
+    def mae(records: pd.DataFrame, source: str) -> dict[str, float]:
+        part = records[(records["query"] == "total") & (records["source"] == source)]
+        return dict(zip(part["level"].astype(str), part["mae_mean"], strict=True))
+
+    old = pd.DataFrame(baseline["levels"])
+    now, before, noisy = mae(levels, "protected"), mae(old, "protected"), mae(levels, "noisy")
+    return [
+        [level, f"{now[level]:.3f}", f"{before[level]:.3f}", f"{noisy[level]:.3f}"]
+        for level in now
+        if level in before and level in noisy
+    ]
+
+
+def baseline_section(levels: pd.DataFrame, baseline: dict[str, Any] | None) -> list[str]:
+    if baseline is None:
+        return []
+    rule = "combined totals" if baseline.get("combine_totals") else "the total query alone"
+    return [
+        f"Against the baseline `bench/results/{baseline['file']}` (commit `{baseline['git_commit'][:7]}`, "
+        f"seeds {', '.join(map(str, baseline['seeds']))}, first pass fitted to {rule}), "
+        "total population MAE (mean over seeds):",
+        "",
+        markdown_table(
+            ["level", "protected, these runs", "protected, baseline", "noisy, these runs"],
+            baseline_rows(levels, baseline),
+        ),
+        "",
+    ]
+
+
 def document(
     runs: Runs,
     tables: dict[str, pd.DataFrame],
     provenance: dict[str, Any],
     images: dict[str, str],
+    baseline: dict[str, Any] | None = None,
 ) -> str:
     info = runs.info
     seeds = ", ".join(str(s) for s in info["seeds"])
@@ -471,6 +517,9 @@ def document(
         summary_sentences(tables["worse"]),
         *whole_level_sentence(tables["levels"]),
         "",
+        first_pass_sentence(info),
+        "",
+        *baseline_section(tables["levels"], baseline),
         "## votingage\\*hispanic\\*cenrace",
         "",
         markdown_table(LEVEL_HEADERS, level_rows(tables["levels"], QUERIES[1])),
@@ -545,6 +594,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--work", type=Path, help="where runs (and the RI fixture) are kept")
     parser.add_argument("--docs", type=Path, default=REPO_ROOT / "docs", help="accuracy.md here")
     parser.add_argument("--name", default="accuracy", help="bench/results/<name>.json")
+    parser.add_argument(
+        "--baseline", type=Path, help="an earlier bench/results/*.json to compare total MAE with"
+    )
     args = parser.parse_args(argv)
     if args.seeds and args.work is None:
         parser.error("--seeds needs --work (run folders are kept there)")
@@ -594,7 +646,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     images = {"levels": "img/accuracy_levels.png", "bias": "img/accuracy_bias.png"}
     plot_levels(tables["levels"], runs.levels, args.docs / images["levels"])
     plot_bias(tables["diversity"], tables["size"], args.docs / images["bias"])
-    (args.docs / "accuracy.md").write_text(document(runs, tables, provenance, images))
+    baseline = None
+    if args.baseline:
+        baseline = {**json.loads(args.baseline.read_text()), "file": args.baseline.name}
+    (args.docs / "accuracy.md").write_text(document(runs, tables, provenance, images, baseline))
     path = write_results(
         args.name,
         {
