@@ -12,7 +12,7 @@ import dataclasses
 import numpy as np
 import pytest
 
-from das import l2, l2_kkt, l2_start, rounding
+from das import l2, l2_kkt, l2_start, optimize, rounding
 from das.compact import compact, layout, spread_counts
 from das.errors import InternalError
 from das.failsafe import feasible_point
@@ -483,3 +483,28 @@ def test_measurement_refuses_bad_values():
     overlapping[1, 0] = 1.0  # cell 0 now in both query cells
     with pytest.raises(InternalError, match="cell 0 is in 2 query cells, not 1"):
         Measurement("votingage", overlapping.tocsr(), 1.0, np.zeros((1, 2)))
+
+
+def test_a_feasible_hint_replaces_the_feasibility_lp_and_a_bad_one_does_not(monkeypatch):
+    """Counts that meet every constraint (here: a solve's own answer) are taken as the
+    starting point without the LP; counts that break one (all zeros) are not, and the LP
+    runs. The fit is the same optimum either way."""
+    calls = []
+
+    def counting(cp):
+        calls.append(1)
+        return feasible_point(cp)
+
+    monkeypatch.setattr(optimize, "feasible_point", counting)
+    for seed in SEEDS:
+        problem = _small(seed).problem
+        first = solve_parent(problem)
+        assert len(calls) == 1
+        hinted = solve_parent(problem, feasible_hint=first.counts)
+        assert len(calls) == 1  # the hint was used: no LP
+        assert hinted.l2_objective == pytest.approx(first.l2_objective, rel=1e-9, abs=1e-9)
+        assert check_solution(problem, hinted.counts) == []
+        bad = solve_parent(problem, feasible_hint=np.zeros_like(first.counts))
+        assert len(calls) == 2  # refused: the LP ran
+        assert bad.l2_objective == pytest.approx(first.l2_objective, rel=1e-9, abs=1e-9)
+        calls.clear()
