@@ -9,7 +9,14 @@ import pytest
 
 from das import config as config_module
 from das.config import load_config
-from das.topdown import SOLVERS, combined_totals, facility_bounds, level_plan, solve_family
+from das.topdown import (
+    SOLVERS,
+    _allowed_cells,
+    combined_totals,
+    facility_bounds,
+    level_plan,
+    solve_family,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -77,6 +84,23 @@ def test_combined_totals_are_exact_without_noise_and_ignore_rows_known_to_be_zer
     assert np.allclose(combined_totals(plan, answers, parent), truth.sum(axis=1))
     # Without the parent (the root) nothing but structural zeros is known: the noise counts.
     assert not np.allclose(combined_totals(plan, answers, None), truth.sum(axis=1))
+
+
+def test_combined_totals_ignore_facility_types_a_child_has_no_unit_of():
+    """No one lives in a group-quarters type a child has no facility of (a public
+    invariant): noise on that row of hhgq must not reach that child's estimate."""
+    plan, truth, _, units = _family(seed=5)
+    parent = truth.sum(axis=0)
+    answers = _exact_answers(plan, truth)
+    groups, _, upper = facility_bounds(plan.schema, units)
+    allowed = _allowed_cells(groups, upper)
+    hhgq = next(q for q in plan.queries if q.name == "hhgq")
+    kind = next(g for g in range(8) if (units[:, g] == 0).any() and parent[groups == g].any())
+    child = np.flatnonzero(units[:, kind] == 0)[0]  # has no facility of this type; others do
+    row = hhgq.cell_map[np.flatnonzero(groups == kind)[0]]
+    answers["hhgq"][child, row] += 1e6
+    assert np.allclose(combined_totals(plan, answers, parent, allowed), truth.sum(axis=1))
+    assert not np.allclose(combined_totals(plan, answers, parent), truth.sum(axis=1))
 
 
 def test_combined_totals_have_the_inverse_variance_of_all_query_sums():
