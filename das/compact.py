@@ -212,6 +212,14 @@ def compact(problem: ParentProblem, lay: Layout) -> CompactProblem:
     )
 
 
+def block_sums(lay: Layout, values: np.ndarray) -> np.ndarray:
+    """Children x cells -> children x blocks: each block's live cells summed."""
+    values = np.asarray(values, dtype=float)
+    out = np.zeros((values.shape[0], lay.n_blocks))
+    np.add.at(out, (slice(None), lay.block), values[:, lay.live])
+    return out
+
+
 # ---- back from blocks to cells ------------------------------------------------------------
 def northwest_corner(supply: np.ndarray, demand: np.ndarray) -> np.ndarray:
     """A transportation plan (supply x demand) filling cells in order: integral for integers.

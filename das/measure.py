@@ -153,21 +153,25 @@ def read_nmf(spark: SparkSession, path: str) -> DataFrame:
     return spark.read.schema(NMF_SCHEMA).parquet(path)
 
 
-def level_measurements(nmf: DataFrame, level: str, queries: list[str]) -> DataFrame:
-    """One row per geounit of ``level``: geocode, then column ``q{i}`` = noisy values of queries[i].
+def pivot_measurements(
+    nmf: DataFrame, keys: list[str], queries: list[str], prefix: str = "q"
+) -> DataFrame:
+    """One row per ``keys`` value, then column ``{prefix}{i}`` = noisy values of queries[i]
+    (null where that query was not measured).
 
     Columns are positional because query names such as ``votingage*cenrace`` are awkward
     column names; callers index them by the order of ``queries``.
     """
-    return (
-        nmf.filter(F.col("level") == level)
-        .groupBy("geocode")
-        .agg(
-            *[
-                F.first(F.when(F.col("query") == q, F.col("values")), ignorenulls=True).alias(
-                    f"q{i}"
-                )
-                for i, q in enumerate(queries)
-            ]
-        )
+    return nmf.groupBy(*keys).agg(
+        *[
+            F.first(F.when(F.col("query") == q, F.col("values")), ignorenulls=True).alias(
+                f"{prefix}{i}"
+            )
+            for i, q in enumerate(queries)
+        ]
     )
+
+
+def level_measurements(nmf: DataFrame, level: str, queries: list[str]) -> DataFrame:
+    """One row per geounit of ``level``: geocode, then column ``q{i}`` = noisy values of queries[i]."""
+    return pivot_measurements(nmf.filter(F.col("level") == level), ["geocode"], queries)

@@ -28,6 +28,7 @@ from pyspark.sql import types as T
 
 from das import storage
 from das.config import Config
+from das.measure import pivot_measurements
 from das.read import LevelHistograms
 from das.schema import Query, Schema, cenrace_combinations
 
@@ -150,12 +151,7 @@ def run_errors(
     levels = list(protected)
     measured = {lv: [q.name for q in config.queries[lv]] for lv in levels}
     every = sorted({name for names in measured.values() for name in names})
-    noisy = nmf.groupBy("level", "geocode").agg(
-        *[
-            F.first(F.when(F.col("query") == q, F.col("values")), ignorenulls=True).alias(f"n{i}")
-            for i, q in enumerate(every)
-        ]
-    )
+    noisy = pivot_measurements(nmf, ["level", "geocode"], every, prefix="n")
     truth_frames = [
         truth[lv].frame.select(
             F.lit(lv).alias("level"),

@@ -29,6 +29,7 @@ import numpy as np
 from das.compact import (
     CompactProblem,
     Layout,
+    block_sums,
     compact,
     layout,
     relaxed_problem,
@@ -85,9 +86,7 @@ def round_l2(
     objective, HiGHS status). For comparing rounders on the same input."""
     lay = layout(problem)
     cp = compact(problem, lay)
-    x = np.zeros((problem.n_children, lay.n_blocks))
-    np.add.at(x, (slice(None), lay.block), np.asarray(x_l2, dtype=float)[:, lay.live])
-    rounded = round_counts(cp, x, mip_time_limit)
+    rounded = round_counts(cp, block_sums(lay, x_l2), mip_time_limit)
     return spread_counts(problem, lay, rounded.counts), rounded.objective, rounded.status
 
 
@@ -104,9 +103,7 @@ def _feasible_form(
     lay = layout(problem)
     cp = compact(problem, lay)
     if hint is not None and not check_solution(problem, hint):
-        feasible = np.zeros((problem.n_children, lay.n_blocks))
-        np.add.at(feasible, (slice(None), lay.block), np.asarray(hint, float)[:, lay.live])
-        return problem, lay, cp, feasible, ""
+        return problem, lay, cp, block_sums(lay, hint), ""
     feasible = feasible_point(cp)
     if feasible is not None:
         return problem, lay, cp, feasible, ""
