@@ -23,7 +23,7 @@ reports ``Relaxation.reason()``; ``check_solution`` then holds for the relaxed p
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
@@ -176,12 +176,56 @@ def _spread(cp: CompactProblem, agg: _Aggregate, z: np.ndarray) -> np.ndarray:
     return x
 
 
+def _feasibility_program(cp: CompactProblem, agg: _Aggregate) -> LinearProgram:
+    """The constraint LP over (children x constraint blocks) alone, no slack columns.
+
+    The same constraints as ``_program`` with every slack at zero, each group's two rows
+    as one ranged row, assembled as one COO matrix: building ``_program``'s sparse blocks
+    (kron, hstack) took most of the feasibility check's time on block-level families
+    (~9 ms against ~2 ms in HiGHS).
+    """
+    children, count, n_groups = cp.n_children, agg.count, cp.n_groups
+    child = np.repeat(np.arange(children), count)  # variable v = child * count + a
+    block = np.tile(np.arange(count), children)
+    rows = [child * n_groups + agg.groups[block]]
+    cols = [np.arange(children * count)]
+    offset = children * n_groups
+    eq = agg.rows.tocoo()
+    if eq.nnz:
+        c = np.repeat(np.arange(children), eq.nnz)
+        rows.append(offset + c * eq.shape[0] + np.tile(eq.row, children))
+        cols.append(c * count + np.tile(eq.col, children))
+    offset += children * eq.shape[0]
+    row_lower = [cp.lower.ravel(), cp.row_values.ravel()]
+    row_upper = [cp.stated_upper.ravel(), cp.row_values.ravel()]
+    if agg.parent is not None:
+        rows.append(offset + block)
+        cols.append(np.arange(children * count))
+        offset += count
+        row_lower.append(agg.parent)
+        row_upper.append(agg.parent)
+    rows_all, cols_all = np.concatenate(rows), np.concatenate(cols)
+    matrix = sp.csc_matrix(
+        (np.ones(rows_all.size), (rows_all, cols_all)), shape=(offset, children * count)
+    )
+    return LinearProgram(
+        cost=np.zeros(children * count),
+        lower=np.zeros(children * count),
+        upper=np.where(agg.open.ravel(), np.inf, 0.0),
+        matrix=matrix,
+        row_lower=np.concatenate(row_lower),
+        row_upper=np.concatenate(row_upper),
+    )
+
+
 def feasible_point(cp: CompactProblem) -> np.ndarray | None:
     """A sparse feasible point over blocks (children x blocks), or None if there is none."""
     agg = _aggregate(cp)
-    slacks = _slack_kinds(cp).size
-    program = _program(cp, agg, np.zeros(slacks), np.zeros(slacks), np.zeros(slacks))
-    result = solve_highs(replace(program, integer=None))
+    program = _feasibility_program(cp, agg)
+    if not program.cost.size:  # nothing can be positive: feasible iff every row admits 0
+        feasible = np.all((program.row_lower <= 0) & (program.row_upper >= 0))
+        return np.zeros((cp.n_children, cp.n_blocks)) if feasible else None
+    result = solve_highs(program)
     if result.status != _FEASIBLE:
         return None
     z = np.clip(result.x[: cp.n_children * agg.count], 0.0, None)
