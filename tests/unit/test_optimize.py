@@ -508,3 +508,72 @@ def test_a_feasible_hint_replaces_the_feasibility_lp_and_a_bad_one_does_not(monk
         assert len(calls) == 2  # refused: the LP ran
         assert bad.l2_objective == pytest.approx(first.l2_objective, rel=1e-9, abs=1e-9)
         calls.clear()
+
+
+# ---- the face solve -----------------------------------------------------------------------
+def _dense_face_solve(cp, normal, active):
+    """The equality-constrained QP of one face, as one dense KKT system (least squares)."""
+    children, n = cp.n_children, cp.n_blocks
+    free = np.flatnonzero(active.free.ravel())  # variables, child-major
+    child, block = np.divmod(free, n)
+    rows, rhs = [], []
+    for b in range(n):  # children sum to the parent
+        rows.append((block == b).astype(float))
+        rhs.append(cp.parent[b])
+    eq = cp.rows.toarray()
+    for c in range(children):
+        mine = child == c
+        for i in range(eq.shape[0]):
+            rows.append(np.where(mine, eq[i, block], 0.0))
+            rhs.append(cp.row_values[c, i])
+        for tight, bound in ((active.upper[c], cp.upper[c]), (active.lower[c], cp.lower[c])):
+            for g in np.flatnonzero(tight):
+                rows.append(np.where(mine & (cp.groups[block] == g), 1.0, 0.0))
+                rhs.append(bound[g])
+    a = np.array(rows)
+    h = np.zeros((free.size, free.size))
+    for c in range(children):
+        mine = np.flatnonzero(child == c)
+        h[np.ix_(mine, mine)] = normal.q[np.ix_(block[mine], block[mine])]
+    kkt = np.block([[h, a.T], [a, np.zeros((a.shape[0], a.shape[0]))]])
+    solution = np.linalg.lstsq(kkt, np.concatenate([normal.r[child, block], rhs]), rcond=None)[0]
+    x = np.zeros(children * n)
+    x[free] = solution[: free.size]
+    return x.reshape(children, n)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_stacked_face_solve_matches_a_dense_kkt_solve(seed):
+    """Children with different free sets, dependent held rows (a fixed marginal that sums
+    to the fixed total) and tight upper and lower bounds: the per-child eliminations in one
+    stacked call give the dense KKT system's minimiser."""
+    from das.l2_face import equality_solve
+    from das.l2_kkt import ActiveSet, normal_equations
+
+    instance = _small(seed)
+    matrix = persons_schema().query("votingage*hispanic").matrix
+    fixed = FixedQuery("votingage*hispanic", matrix, (matrix @ instance.truth.T).T)
+    problem = dataclasses.replace(instance.problem, fixed=(fixed,))
+    lay = layout(problem)
+    cp = compact(problem, lay)
+    truth = _blocks(instance.truth.astype(float), lay)
+    rng = np.random.default_rng(seed)
+    free = (truth > 0) | (rng.random(truth.shape) < 0.3)  # the truth is feasible on it
+    # hold some group bounds as equalities, set where the truth meets them (so consistent)
+    sums = l2_kkt.group_sums(cp, truth)
+    occupied = np.argwhere(sums > 0)
+    picks = occupied[rng.permutation(len(occupied))[:4]]
+    upper = np.zeros(sums.shape, dtype=bool)
+    lower = np.zeros(sums.shape, dtype=bool)
+    upper[tuple(picks[:2].T)] = True
+    lower[tuple(picks[2:].T)] = True
+    cp = dataclasses.replace(
+        cp, upper=np.where(upper, sums, cp.upper), lower=np.where(lower, sums, cp.lower)
+    )
+    active = ActiveSet(free & cp.open, upper, lower)
+    assert len({row.sum() for row in active.free}) > 1  # the padding is exercised
+    normal = normal_equations(cp)
+    point = equality_solve(cp, normal, active, 1e-6)
+    assert point is not None and not point.inconsistent.any()
+    np.testing.assert_allclose(point.x, _dense_face_solve(cp, normal, active), atol=1e-7)
+    np.testing.assert_allclose(point.x.sum(axis=0), cp.parent, atol=1e-7)
