@@ -179,12 +179,18 @@ def _constraints(cp: CompactProblem, inc: _Increments, x: np.ndarray) -> list[tu
 
 @dataclass(frozen=True)
 class _Objective:
-    """Linear costs on the increments, a constant, and |.| rows with auxiliary columns."""
+    """Linear costs on the increments, a constant, and |.| rows with auxiliary columns.
+
+    The |.| rows are given as COO entries: ``row`` local to this query's 3 x ``n_aux``
+    rows, ``col`` an increment, or -1 - j for this query's auxiliary column j.
+    """
 
     cost: np.ndarray
     constant: float
-    rows_y: sp.csr_matrix
-    rows_aux: sp.csr_matrix
+    row: np.ndarray
+    col: np.ndarray
+    value: np.ndarray
+    n_aux: int
     lower: np.ndarray
 
 
@@ -218,34 +224,54 @@ def _query_objective(
     floor = np.floor(phi[multi])
     theta = phi[multi] - floor
     slope = 1.0 - 2.0 * theta
-    rows = np.concatenate([3 * aux, 3 * aux + 1, 3 * aux + 2])
-    values = np.concatenate([-np.ones(aux.size), np.ones(aux.size), -slope[aux]])
-    rows_y = sp.csr_matrix(
-        (values, (rows, np.tile(members, 3))), shape=(3 * multi.size, inc.var.size)
+    own = np.arange(multi.size)  # each auxiliary appears in its three rows with coefficient 1
+    return _Objective(
+        cost,
+        constant,
+        row=np.concatenate([3 * aux, 3 * aux + 1, 3 * aux + 2, 3 * own, 3 * own + 1, 3 * own + 2]),
+        col=np.concatenate([np.tile(members, 3), np.tile(-1 - own, 3)]),
+        value=np.concatenate(
+            [-np.ones(aux.size), np.ones(aux.size), -slope[aux], np.ones(3 * multi.size)]
+        ),
+        n_aux=int(multi.size),
+        lower=np.column_stack([-phi[multi], phi[multi], theta - slope * floor]).ravel(),
     )
-    rows_aux = sp.csr_matrix(sp.kron(sp.identity(multi.size), np.ones((3, 1))))
-    lower = np.column_stack([-phi[multi], phi[multi], theta - slope * floor]).ravel()
-    return _Objective(cost, constant, rows_y, rows_aux, lower)
 
 
 def _program(cp: CompactProblem, inc: _Increments, x: np.ndarray) -> LinearProgram:
-    """The rounding MILP over [increments, auxiliaries]."""
+    """The rounding MILP over [increments, auxiliaries], its matrix assembled from COO
+    entries at once (stacking per-query sparse blocks cost more than HiGHS on block-level
+    families)."""
     residual = np.where(cp.open, np.maximum(x, 0.0), 0.0) - inc.base
     parts = [_query_objective(cp, inc, residual, q.matrix) for q in cp.queries]
-    n_var, n_aux = inc.var.size, sum(p.rows_aux.shape[1] for p in parts)
+    n_var, n_aux = inc.var.size, sum(p.n_aux for p in parts)
     constraints = _constraints(cp, inc, x)
-    blocks = [sp.hstack([m, sp.csr_matrix((m.shape[0], n_aux))]) for m, _, _ in constraints]
-    blocks.append(
-        sp.hstack(
-            [sp.vstack([p.rows_y for p in parts]), sp.block_diag([p.rows_aux for p in parts])]
-        )
+    rows, cols, values = [], [], []
+    offset = 0
+    for matrix, _, _ in constraints:
+        coo = matrix.tocoo()
+        rows.append(offset + coo.row)
+        cols.append(coo.col)
+        values.append(coo.data)
+        offset += matrix.shape[0]
+    aux_offset = n_var
+    for part in parts:
+        rows.append(offset + part.row)
+        cols.append(np.where(part.col >= 0, part.col, aux_offset - 1 - part.col))
+        values.append(part.value)
+        offset += 3 * part.n_aux
+        aux_offset += part.n_aux
+    matrix = sp.csc_matrix(
+        (np.concatenate(values), (np.concatenate(rows), np.concatenate(cols))),
+        shape=(offset, n_var + n_aux),
     )
-    aux_rows = sum(p.rows_y.shape[0] for p in parts)
+    matrix.sort_indices()
+    aux_rows = 3 * n_aux
     return LinearProgram(
         cost=np.concatenate([sum(p.cost for p in parts), np.ones(n_aux)]),
         lower=np.concatenate([inc.lower, np.zeros(n_aux)]),
         upper=np.concatenate([inc.upper, np.full(n_aux, np.inf)]),
-        matrix=sp.csc_matrix(sp.vstack(blocks)),
+        matrix=matrix,
         row_lower=np.concatenate([lo for _, lo, _ in constraints] + [p.lower for p in parts]),
         row_upper=np.concatenate([hi for _, _, hi in constraints] + [np.full(aux_rows, np.inf)]),
         integer=np.concatenate([np.ones(n_var, bool), np.zeros(n_aux, bool)]),
