@@ -58,7 +58,7 @@ def main() -> None:
         "parent", geocode_of("geocode", parent_level.length)
     )
     for parent_code in costliest_parents(run, args.level, parent_level.length, args.top):
-        group = children.filter(F.col("parent") == parent_code).toPandas()
+        group = children.filter(F.col("parent") == parent_code).toArrow()
         row = parents.filter(F.col("geocode") == parent_code).first()
         parent = np.zeros(config.schema.size, dtype=np.int64)
         parent[np.asarray(row["cells"], dtype=np.int64)] = row["counts"]
@@ -66,7 +66,7 @@ def main() -> None:
         start = time.perf_counter()
         profiler.runcall(_family_rows, plan, group, parent)
         seconds = time.perf_counter() - start
-        print(f"\n== {args.level} children of {parent_code}: {len(group)} children, {seconds:.2f} s")
+        print(f"\n== {args.level} children of {parent_code}: {group.num_rows} children, {seconds:.2f} s")
         pstats.Stats(profiler).sort_stats("cumulative").print_stats(args.functions)
     spark.stop()
 

@@ -15,7 +15,8 @@ import time
 from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark import Accumulator
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -274,34 +275,64 @@ def solve_family(
     return counts, ("; ".join(notes) or None), gap
 
 
-def _family_rows(plan: LevelPlan, group: pd.DataFrame, parent: np.ndarray | None) -> pd.DataFrame:
-    """Solve one family (the rows of ``group`` are the children) and format the output rows."""
+def _matrix(table: pa.Table, column: str, dtype: type) -> np.ndarray:
+    """A list column whose lists all have one length, as a (rows x length) array, without a
+    Python object per row (Arrow's flat values, reshaped)."""
+    lists = table.column(column).combine_chunks()
+    values = lists.flatten().to_numpy(zero_copy_only=False)
+    return values.astype(dtype, copy=False).reshape(len(lists), -1)
+
+
+#: The Arrow form of SOLUTION_SCHEMA (its lists' elements are non-null, as Spark requires).
+SOLUTION_ARROW = pa.schema(
+    [
+        pa.field("geocode", pa.string(), False),
+        pa.field("cells", pa.list_(pa.field("element", pa.int32(), False)), False),
+        pa.field("counts", pa.list_(pa.field("element", pa.int64(), False)), False),
+        pa.field("solves", pa.int32(), False),
+        pa.field("failsafe", pa.string(), True),
+        pa.field("seconds", pa.float64(), False),
+        pa.field("mip_gap", pa.float64(), False),
+    ]
+)
+
+
+def _family_rows(plan: LevelPlan, group: pa.Table, parent: np.ndarray | None) -> pa.Table:
+    """Solve one family (the rows of ``group`` are the children) and format the output rows.
+
+    Arrow in and out: the children's noisy answers arrive as fixed-length lists, which
+    become one array per query at once (a pandas group held one object per child and
+    query, and its conversion cost more per family than Spark's grouping).
+    """
     start = time.perf_counter()
-    group = group.sort_values("geocode", kind="stable")  # Spark gives no order inside a group
-    answers = {
-        q.name: np.stack([np.asarray(v, dtype=np.float64) for v in group[f"q{i}"]])
-        for i, q in enumerate(plan.queries)
-    }
-    units = np.stack([np.asarray(u, dtype=np.int64) for u in group["units"]])
-    totals = group["total"].to_numpy(np.int64) if plan.totals_invariant else None
+    group = group.take(pc.sort_indices(group, [("geocode", "ascending")]))  # Spark: no order
+    answers = {q.name: _matrix(group, f"q{i}", np.float64) for i, q in enumerate(plan.queries)}
+    units = _matrix(group, "units", np.int64)
+    totals = group.column("total").to_numpy().astype(np.int64) if plan.totals_invariant else None
     counts, note, gap = solve_family(plan, parent, answers, units, totals)
     seconds = time.perf_counter() - start
-    rows = []
-    for i, geocode in enumerate(group["geocode"]):
-        cells = np.flatnonzero(counts[i])
-        first = i == 0
-        rows.append(
-            (
-                geocode,
-                cells.astype(np.int32),
-                counts[i, cells].astype(np.int64),
-                int(first),
-                note if first else None,
-                seconds if first else 0.0,
-                gap if first else 0.0,
-            )
-        )
-    return pd.DataFrame(rows, columns=SOLUTION_SCHEMA.fieldNames())
+    children = counts.shape[0]
+    child, cell = np.nonzero(counts)  # row-major: each child's positive cells in order
+    offsets = np.concatenate([[0], np.cumsum(np.bincount(child, minlength=children))])
+    first = np.arange(children) == 0
+    columns = [
+        group.column("geocode").cast(pa.string()),
+        pa.ListArray.from_arrays(
+            pa.array(offsets, pa.int32()),
+            pa.array(cell.astype(np.int32)),
+            type=SOLUTION_ARROW.field("cells").type,
+        ),
+        pa.ListArray.from_arrays(
+            pa.array(offsets, pa.int32()),
+            pa.array(counts[child, cell].astype(np.int64)),
+            type=SOLUTION_ARROW.field("counts").type,
+        ),
+        pa.array(first.astype(np.int32)),
+        pa.array([note if f else None for f in first], pa.string()),
+        pa.array(np.where(first, seconds, 0.0)),
+        pa.array(np.where(first, gap, 0.0)),
+    ]
+    return pa.Table.from_arrays(columns, schema=SOLUTION_ARROW)
 
 
 # ---- Spark --------------------------------------------------------------------------------
@@ -326,15 +357,15 @@ def solve_root(
 ) -> DataFrame:
     """The root geounit alone, on the driver (it is one geounit)."""
     plan = level_plan(config, histograms.level.name)
-    rows = children_frame(nmf, histograms, plan).limit(2).toPandas()
-    if len(rows) != 1:
+    rows = children_frame(nmf, histograms, plan).limit(2).toArrow()
+    if rows.num_rows != 1:
         raise UserError(
             f"the run is rooted at level {plan.level!r}, which must hold exactly one geounit, "
             f"but the input has {histograms.frame.count()} there (e.g. several states in a "
             "state-rooted run)"
         )
     result = _family_rows(plan, rows, parent=None)
-    return spark.createDataFrame(result, SOLUTION_SCHEMA)
+    return spark.createDataFrame(result.to_pandas(), SOLUTION_SCHEMA)
 
 
 def solve_level(
@@ -362,11 +393,11 @@ def solve_level(
     )
     size = config.schema.size
 
-    def solve(group: pd.DataFrame) -> pd.DataFrame:
+    def solve(group: pa.Table) -> pa.Table:
         parent = np.zeros(size, dtype=np.int64)
-        parent[np.asarray(group["parent_cells"].iloc[0], dtype=np.int64)] = group[
-            "parent_counts"
-        ].iloc[0]
+        parent[np.asarray(group.column("parent_cells")[0].values, dtype=np.int64)] = np.asarray(
+            group.column("parent_counts")[0].values, dtype=np.int64
+        )
         rows = _family_rows(plan, group, parent)
         if counter is not None:
             counter.add(1)
@@ -382,7 +413,7 @@ def solve_level(
     ordered = family.repartitionByRange(
         int(partitions), F.col("parent_size").desc(), F.col("parent")
     )
-    return ordered.groupBy("parent_size", "parent").applyInPandas(solve, SOLUTION_SCHEMA)
+    return ordered.groupBy("parent_size", "parent").applyInArrow(solve, SOLUTION_SCHEMA)
 
 
 def checkpoint_path(output: str, level: str) -> str:
