@@ -409,9 +409,8 @@ def solve_level(
     # (size, parent) keeps the same groups and lets Spark reuse this partitioning (no second
     # shuffle). The output does not depend on it: each family is solved on its own.
     family = family.withColumn("parent_size", F.size("parent_cells"))
-    partitions = family.sparkSession.conf.get("spark.sql.shuffle.partitions")
     ordered = family.repartitionByRange(
-        int(partitions), F.col("parent_size").desc(), F.col("parent")
+        config.file.spark.shuffle_partitions, F.col("parent_size").desc(), F.col("parent")
     )
     return ordered.groupBy("parent_size", "parent").applyInArrow(solve, SOLUTION_SCHEMA)
 
