@@ -543,10 +543,12 @@ def _dense_face_solve(cp, normal, active):
 
 
 @pytest.mark.parametrize("seed", SEEDS)
-def test_stacked_face_solve_matches_a_dense_kkt_solve(seed):
+@pytest.mark.parametrize("stacked", ["all", "some", "none"])
+def test_face_solve_matches_a_dense_kkt_solve(seed, stacked, monkeypatch):
     """Children with different free sets, dependent held rows (a fixed marginal that sums
-    to the fixed total) and tight upper and lower bounds: the per-child eliminations in one
-    stacked call give the dense KKT system's minimiser."""
+    to the fixed total) and tight upper and lower bounds: the eliminations, stacked (all
+    children, the smaller half, none), give the dense KKT system's minimiser."""
+    from das import l2_face
     from das.l2_face import equality_solve
     from das.l2_kkt import ActiveSet, normal_equations
 
@@ -571,7 +573,10 @@ def test_stacked_face_solve_matches_a_dense_kkt_solve(seed):
         cp, upper=np.where(upper, sums, cp.upper), lower=np.where(lower, sums, cp.lower)
     )
     active = ActiveSet(free & cp.open, upper, lower)
-    assert len({row.sum() for row in active.free}) > 1  # the padding is exercised
+    sizes = active.free.sum(axis=1)
+    assert len(set(sizes)) > 1  # the padding is exercised
+    limit = {"all": sizes.max(), "some": int(np.median(sizes)), "none": -1}[stacked]
+    monkeypatch.setattr(l2_face, "STACKED_MAX_BLOCKS", limit)
     normal = normal_equations(cp)
     point = equality_solve(cp, normal, active, 1e-6)
     assert point is not None and not point.inconsistent.any()
