@@ -99,6 +99,11 @@ def _nmf_batch(rows: list[tuple]) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays(columns, schema=NMF_ARROW)
 
 
+#: Geounits per output batch: their noisy answers are dense (2,016 values for ``detailed``),
+#: so an input batch of 10,000 block geounits (Spark's default) would make a ~200 MB batch.
+GEOUNITS_PER_BATCH = 1000
+
+
 def _noisy_rows(
     config: Config, rng: Rng, counter: Accumulator | None
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
@@ -124,29 +129,27 @@ def _noisy_rows(
             count_values = counts.values.to_numpy(zero_copy_only=False).astype(np.int64)
             cell_offsets = cells.offsets.to_numpy()
             count_offsets = counts.offsets.to_numpy()
-            rows: list[tuple] = []
-            for i, (level, geocode) in enumerate(
-                zip(
-                    batch.column("level").to_pylist(),
-                    batch.column("geocode").to_pylist(),
-                    strict=True,
-                )
-            ):
-                queries, variances = plans[level]
-                rows.extend(
-                    measure_geounit(
-                        level,
-                        geocode,
-                        cell_values[cell_offsets[i] : cell_offsets[i + 1]],
-                        count_values[count_offsets[i] : count_offsets[i + 1]],
-                        queries,
-                        variances,
-                        rng,
+            levels = batch.column("level").to_pylist()
+            geocodes = batch.column("geocode").to_pylist()
+            for start in range(0, batch.num_rows, GEOUNITS_PER_BATCH):
+                rows: list[tuple] = []
+                stop = min(start + GEOUNITS_PER_BATCH, batch.num_rows)
+                for i in range(start, stop):
+                    queries, variances = plans[levels[i]]
+                    rows.extend(
+                        measure_geounit(
+                            levels[i],
+                            geocodes[i],
+                            cell_values[cell_offsets[i] : cell_offsets[i + 1]],
+                            count_values[count_offsets[i] : count_offsets[i + 1]],
+                            queries,
+                            variances,
+                            rng,
+                        )
                     )
-                )
-            if counter is not None:
-                counter.add(batch.num_rows)
-            yield _nmf_batch(rows)
+                if counter is not None:
+                    counter.add(stop - start)
+                yield _nmf_batch(rows)
 
     return noisy
 
