@@ -21,6 +21,7 @@ from pyspark import Accumulator
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
+from pyspark.sql.pandas.types import to_arrow_schema
 
 from das.config import Config
 from das.noise import Rng, discrete_gaussian
@@ -68,17 +69,8 @@ def measure_geounit(
     return rows
 
 
-#: The Arrow form of NMF_SCHEMA (list elements non-null, as Spark requires).
-NMF_ARROW = pa.schema(
-    [
-        pa.field("level", pa.string(), False),
-        pa.field("geocode", pa.string(), False),
-        pa.field("query", pa.string(), False),
-        pa.field("values", pa.list_(pa.field("element", pa.int64(), False)), False),
-        pa.field("variance", pa.float64(), False),
-        pa.field("variance_exact", pa.string(), False),
-    ]
-)
+#: NMF_SCHEMA as Arrow (derived, so the two cannot drift apart).
+NMF_ARROW = to_arrow_schema(NMF_SCHEMA)
 
 
 def _nmf_batch(rows: list[tuple]) -> pa.RecordBatch:

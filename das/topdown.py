@@ -21,6 +21,7 @@ from pyspark import Accumulator
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
+from pyspark.sql.pandas.types import to_arrow_schema
 
 from das.config import Config
 from das.errors import InternalError, UserError
@@ -283,18 +284,8 @@ def _matrix(table: pa.Table, column: str, dtype: type) -> np.ndarray:
     return values.astype(dtype, copy=False).reshape(len(lists), -1)
 
 
-#: The Arrow form of SOLUTION_SCHEMA (its lists' elements are non-null, as Spark requires).
-SOLUTION_ARROW = pa.schema(
-    [
-        pa.field("geocode", pa.string(), False),
-        pa.field("cells", pa.list_(pa.field("element", pa.int32(), False)), False),
-        pa.field("counts", pa.list_(pa.field("element", pa.int64(), False)), False),
-        pa.field("solves", pa.int32(), False),
-        pa.field("failsafe", pa.string(), True),
-        pa.field("seconds", pa.float64(), False),
-        pa.field("mip_gap", pa.float64(), False),
-    ]
-)
+#: SOLUTION_SCHEMA as Arrow (derived, so the two cannot drift apart).
+SOLUTION_ARROW = to_arrow_schema(SOLUTION_SCHEMA)
 
 
 def _family_rows(plan: LevelPlan, group: pa.Table, parent: np.ndarray | None) -> pa.Table:
