@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from das import l2, l2_kkt, l2_start, optimize, rounding
-from das.compact import compact, layout, spread_counts
+from das.compact import block_sums, compact, layout, spread_counts
 from das.errors import InternalError
 from das.failsafe import feasible_point
 from das.optimize import UNBOUNDED, FixedQuery, Measurement, ParentProblem, solve_parent
@@ -116,14 +116,8 @@ def test_l2_objective_matches_cvxpy_reference(seed):
     # the fast objective is computed from its own x: re-evaluate the reference's the same way
     lay = layout(problem)
     assert (
-        solution.l2_objective <= l2_kkt.objective(compact(problem, lay), _blocks(x_ref, lay)) + 1e-6
+        solution.l2_objective <= l2_kkt.objective(compact(problem, lay), block_sums(lay, x_ref)) + 1e-6
     )
-
-
-def _blocks(x_cells: np.ndarray, lay) -> np.ndarray:
-    out = np.zeros((x_cells.shape[0], lay.n_blocks))
-    np.add.at(out, (slice(None), lay.block), x_cells[:, lay.live])
-    return out
 
 
 @pytest.mark.parametrize("seed", SEEDS)
@@ -558,7 +552,7 @@ def test_face_solve_matches_a_dense_kkt_solve(seed, stacked, monkeypatch):
     problem = dataclasses.replace(instance.problem, fixed=(fixed,))
     lay = layout(problem)
     cp = compact(problem, lay)
-    truth = _blocks(instance.truth.astype(float), lay)
+    truth = block_sums(lay, instance.truth)
     rng = np.random.default_rng(seed)
     free = (truth > 0) | (rng.random(truth.shape) < 0.3)  # the truth is feasible on it
     # hold some group bounds as equalities, set where the truth meets them (so consistent)
