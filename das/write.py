@@ -13,8 +13,11 @@ from collections.abc import Iterator
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import DataFrame
 from pyspark.sql import types as T
+from pyspark.sql.pandas.types import to_arrow_schema
 
 from das.schema import Schema
 
@@ -35,41 +38,54 @@ def microdata_schema(schema: Schema) -> T.StructType:
     return T.StructType(fields)
 
 
-def expand_block(
-    geocode: str, cells: np.ndarray, counts: np.ndarray, schema: Schema
-) -> pd.DataFrame:
-    """One block's histogram as records: ``counts[i]`` rows of cell ``cells[i]``, EPNUM 1..n."""
-    record_cells = np.repeat(np.asarray(cells, dtype=np.int64), np.asarray(counts, dtype=np.int64))
+def expand_blocks(
+    geocodes: pa.Array, cells: pa.ListArray, counts: pa.ListArray, schema: Schema
+) -> pa.Table:
+    """Block histograms as records, a whole batch of blocks at once: ``counts[b][i]`` rows
+    of cell ``cells[b][i]`` for block ``geocodes[b]``, numbered 1..n inside each block
+    (``EPNUM``).
+
+    Vectorised over the batch (numpy repeats, Arrow takes for the geography strings): a
+    pandas frame per block cost about 200 us a block, 14 CPU-seconds on the synthetic
+    4M-person state's 68,000 blocks.
+    """
+    blocks = len(geocodes)
+    cell_values = cells.flatten().to_numpy(zero_copy_only=False).astype(np.int64)
+    count_values = counts.flatten().to_numpy(zero_copy_only=False).astype(np.int64)
+    cells_per_block = pc.list_value_length(cells).to_numpy(zero_copy_only=False)
+    block_of_cell = np.repeat(np.arange(blocks), cells_per_block)
+    records = np.bincount(block_of_cell, weights=count_values, minlength=blocks).astype(np.int64)
+    block_of_record = pa.array(np.repeat(np.arange(blocks), records))
+    record_cells = np.repeat(cell_values, count_values)
+    first = np.cumsum(records) - records  # each block's first record
+    epnum = np.arange(1, record_cells.size + 1) - np.repeat(first, records)
     codes = (
         schema.cell_codes(record_cells)
-        if len(record_cells)
+        if record_cells.size
         else np.zeros((0, len(schema.shape)), int)
     )
-    n = len(record_cells)
-    columns: dict[str, object] = {
-        name: np.full(n, geocode[a:b], dtype=object) for name, (a, b) in GEOGRAPHY_COLUMNS.items()
-    }
-    columns["EPNUM"] = np.arange(1, n + 1, dtype=np.int64)
+    columns = [
+        pc.utf8_slice_codeunits(geocodes, a, b).take(block_of_record)
+        for a, b in GEOGRAPHY_COLUMNS.values()
+    ]
+    columns.append(pa.array(epnum, pa.int64()))
     for column in schema.output:
         lookup = np.asarray(column.values, dtype=np.int32)
-        columns[column.name] = lookup[codes[:, schema.axis(column.attribute)]]
-    return pd.DataFrame(columns)
+        columns.append(pa.array(lookup[codes[:, schema.axis(column.attribute)]]))
+    return pa.Table.from_arrays(columns, schema=to_arrow_schema(microdata_schema(schema)))
 
 
 def microdata(blocks: DataFrame, schema: Schema) -> DataFrame:
     """Spark: block histograms (geocode, cells, counts) -> one row per record."""
-    out_schema = microdata_schema(schema)
 
-    def expand(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+    def expand(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
-            frames = [
-                expand_block(g, c, n, schema)
-                for g, c, n in zip(batch["geocode"], batch["cells"], batch["counts"], strict=True)
-            ]
-            if frames:
-                yield pd.concat(frames, ignore_index=True)
+            table = expand_blocks(
+                batch.column("geocode"), batch.column("cells"), batch.column("counts"), schema
+            )
+            yield from table.to_batches()
 
-    return blocks.select("geocode", "cells", "counts").mapInPandas(expand, out_schema)
+    return blocks.select("geocode", "cells", "counts").mapInArrow(expand, microdata_schema(schema))
 
 
 def write_microdata(blocks: DataFrame, schema: Schema, path: str, partitions: int) -> None:
@@ -89,7 +105,6 @@ def read_microdata(path: str) -> pd.DataFrame:
 
     Readers infer partition directory values as integers by default; this one is told.
     """
-    import pyarrow as pa
     import pyarrow.dataset as ds
 
     partitioning = ds.partitioning(

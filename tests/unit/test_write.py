@@ -1,7 +1,19 @@
 import numpy as np
+import pandas as pd
+import pyarrow as pa
 
 from das.schema import load_schema
-from das.write import GEOGRAPHY_COLUMNS, expand_block
+from das.write import GEOGRAPHY_COLUMNS, expand_blocks
+
+
+def expand_block(geocode: str, cells: np.ndarray, counts: np.ndarray, schema) -> pd.DataFrame:
+    """One block through the batch expansion, as pandas."""
+    return expand_blocks(
+        pa.array([geocode]),
+        pa.array([cells.tolist()], pa.list_(pa.int32())),
+        pa.array([counts.tolist()], pa.list_(pa.int64())),
+        schema,
+    ).to_pandas()
 
 
 def test_expand_block_gives_one_row_per_person_with_mdf_codes():
@@ -44,3 +56,30 @@ def test_units_schema_writes_unit_records():
     rows = expand_block("440070001011000", np.array([0, 1]), np.array([1, 2]), schema)
     assert rows["HH_STATUS"].tolist() == [2, 1, 1]  # vacant, then two occupied
     assert rows["RTYPE"].unique().tolist() == [2]
+
+
+def test_a_batch_of_blocks_numbers_each_block_from_one_and_keeps_its_geography():
+    schema = load_schema("pl94_persons")
+    geocodes = ["440070001011000", "440070001011001", "440090002002003", "440090002002004"]
+    cells = [[5, 9], [], [0], [3, 4, 7]]
+    counts = [[2, 1], [], [4], [1, 1, 2]]
+    batch = expand_blocks(
+        pa.array(geocodes),
+        pa.array(cells, pa.list_(pa.int32())),
+        pa.array(counts, pa.list_(pa.int64())),
+        schema,
+    ).to_pandas()
+    one_by_one = pd.concat(
+        [
+            expand_block(g, np.array(c, int), np.array(n, int), schema)
+            for g, c, n in zip(geocodes, cells, counts, strict=True)
+        ],
+        ignore_index=True,
+    )
+    assert batch["EPNUM"].tolist() == [1, 2, 3, 1, 2, 3, 4, 1, 2, 3, 4]
+    assert batch["TABBLK"].tolist() == ["1000"] * 3 + ["2003"] * 4 + ["2004"] * 4
+    assert batch["TABBLKCOU"].tolist() == ["007"] * 3 + ["009"] * 8
+    cenrace = schema.axis("cenrace")
+    expected = schema.cell_codes(np.repeat([5, 9, 0, 3, 4, 7], [2, 1, 4, 1, 1, 2]))[:, cenrace]
+    assert batch["CENRACE"].tolist() == (expected + 1).tolist()
+    pd.testing.assert_frame_equal(batch, one_by_one)
