@@ -17,14 +17,18 @@ import io
 import itertools
 import json
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from fractions import Fraction
 from functools import reduce
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
+from pyspark.sql.pandas.types import to_arrow_schema
 
 from das import storage
 from das.config import Config
@@ -72,8 +76,11 @@ def _size_labels() -> list[str]:
 
 def size_bins(population: np.ndarray) -> np.ndarray:
     """Label of the population-size bin (edges SIZE_BINS) of each population."""
-    index = np.searchsorted(SIZE_BINS, np.asarray(population), side="right") - 1
-    return np.asarray(_size_labels(), dtype=object)[index]
+    return np.asarray(_size_labels(), dtype=object)[_size_index(population)]
+
+
+def _size_index(population: np.ndarray) -> np.ndarray:
+    return np.searchsorted(SIZE_BINS, np.asarray(population), side="right") - 1
 
 
 def size_bin(population: int) -> str:
@@ -124,6 +131,10 @@ def diversity_bins(group_counts: np.ndarray) -> np.ndarray:
     geounit exactly on an edge, e.g. two equal groups (index 1/2), is never misplaced by
     rounding. Empty geounits have index 0. int64 holds N^2 * 10 up to N ~ 9.6e8 persons.
     """
+    return np.asarray(_diversity_labels(), dtype=object)[_diversity_index_bins(group_counts)]
+
+
+def _diversity_index_bins(group_counts: np.ndarray) -> np.ndarray:
     counts = np.asarray(group_counts, dtype=np.int64)
     total = counts.sum(axis=1)
     square = total * total
@@ -132,7 +143,7 @@ def diversity_bins(group_counts: np.ndarray) -> np.ndarray:
         ((differ * edge.denominator >= square * edge.numerator) & (total > 0)).astype(np.int64)
         for edge in DIVERSITY_BINS[1:]
     )
-    return np.asarray(_diversity_labels(), dtype=object)[index]
+    return np.asarray(index, dtype=np.int64)
 
 
 # ---- errors on Spark ------------------------------------------------------------------------
@@ -184,16 +195,25 @@ def run_errors(
         reported = queries if "total" in measured[lv] else (total, *queries)
         plans[lv] = (reported, [f"n{every.index(q)}" for q in measured[lv]])
 
-    def partial(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+    def partial(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
-            for lv, rows in batch.groupby("level", sort=False):
+            table = pa.Table.from_batches([batch])
+            level_column = table.column("level")
+            for lv in pc.unique(level_column).to_pylist():
+                rows = table.filter(pc.equal(level_column, lv))
                 reported, columns = plans[lv]
-                named = rows.rename(columns={c: f"q{i}" for i, c in enumerate(columns)})
-                yield batch_errors(named, reported, measured[lv], groups).assign(level=lv)
+                named = rows.select(["t_cells", "t_counts", "p_cells", "p_counts", *columns])
+                named = named.rename_columns(
+                    ["t_cells", "t_counts", "p_cells", "p_counts"]
+                    + [f"q{i}" for i in range(len(columns))]
+                )
+                sums = batch_errors(named, reported, measured[lv], groups).assign(level=lv)
+                yield pa.RecordBatch.from_pandas(sums, schema=arrow, preserve_index=False)
 
     schema = T.StructType([T.StructField("level", T.StringType()), *_PARTIAL.fields])
+    arrow = to_arrow_schema(schema)
     sums = (
-        joined.mapInPandas(partial, schema)
+        joined.mapInArrow(partial, schema)
         .groupBy("level", *_KEYS)
         .agg(*[F.sum(c).alias(c) for c in _SUMS])
         .toPandas()
@@ -205,7 +225,7 @@ def run_errors(
 
 
 def batch_errors(
-    batch: pd.DataFrame,
+    batch: pa.Table,
     queries: Sequence[Query],
     measured: list[str],
     groups: np.ndarray | None,
@@ -214,12 +234,14 @@ def batch_errors(
 
     ``batch`` holds t_cells/t_counts (truth), p_cells/p_counts (protected) and q{i} (noisy
     answer of measured[i], null where absent). Rows are taken in chunks so that the
-    (geounits x query cells) arrays stay small whatever the batch size.
+    (geounits x query cells) arrays stay small whatever the batch size. Arrow in, and the
+    sums are taken per bin pair with bincount: a pandas row per geounit, query and source,
+    grouped by their labels, took most of the metrics' time.
     """
     step = max(1, _CHUNK_CELLS // max(q.size for q in queries))
     parts = [
-        _chunk_errors(batch.iloc[start : start + step], queries, measured, groups)
-        for start in range(0, len(batch), step)
+        _chunk_errors(batch.slice(start, step), queries, measured, groups)
+        for start in range(0, batch.num_rows, step)
     ]
     parts = [p for p in parts if not p.empty]
     if not parts:
@@ -232,41 +254,74 @@ def _dtype(column: str) -> str:
 
 
 def _chunk_errors(
-    chunk: pd.DataFrame, queries: Sequence[Query], measured: list[str], groups: np.ndarray | None
+    chunk: pa.Table, queries: Sequence[Query], measured: list[str], groups: np.ndarray | None
 ) -> pd.DataFrame:
-    rows, cells, counts = _flatten(chunk["t_cells"], chunk["t_counts"])
-    p_rows, p_cells, p_counts = _flatten(chunk["p_cells"], chunk["p_counts"])
-    n = len(chunk)
-    size = size_bins(np.bincount(rows, weights=counts, minlength=n).astype(np.int64))
+    n = chunk.num_rows
+    rows, cells, counts = _flatten(chunk, "t_cells", "t_counts")
+    p_rows, p_cells, p_counts = _flatten(chunk, "p_cells", "p_counts")
+    size = _size_index(np.bincount(rows, weights=counts, minlength=n).astype(np.int64))
     if groups is None:
-        diversity = np.full(n, ALL, dtype=object)
+        diversity, diversity_labels = np.zeros(n, dtype=np.int64), [ALL]
     else:
         grouped = _answers(rows, groups[cells], counts, n, len(DIVERSITY_GROUPS))
-        diversity = diversity_bins(grouped)
+        diversity, diversity_labels = _diversity_index_bins(grouped), _diversity_labels()
+    bins = _Bins(size * len(diversity_labels) + diversity, _size_labels(), diversity_labels)
     frames = []
     for q in queries:
         true = _answers(rows, q.cell_map[cells], counts, n, q.size)
         protected = _answers(p_rows, q.cell_map[p_cells], p_counts, n, q.size)
-        frames.append(_row_sums("protected", q, protected - true, size, diversity))
+        frames.append(bins.sums("protected", q, protected - true, np.ones(n, dtype=bool)))
         if q.name in measured:
-            column = chunk[f"q{measured.index(q.name)}"].to_numpy()
-            present = np.fromiter((v is not None for v in column), bool, count=n)
+            column = chunk.column(f"q{measured.index(q.name)}").combine_chunks()
+            present = pc.is_valid(column).to_numpy(zero_copy_only=False)
             if present.any():
-                noisy = np.stack(column[present]).astype(np.float64)
-                frames.append(
-                    _row_sums("noisy", q, noisy - true[present], size[present], diversity[present])
-                )
+                values = column.flatten().to_numpy(zero_copy_only=False)  # nulls hold no values
+                noisy = values.astype(np.float64).reshape(-1, q.size)
+                frames.append(bins.sums("noisy", q, noisy - true[present], present))
     return pd.concat(frames, ignore_index=True)
 
 
-def _flatten(cells: pd.Series, counts: pd.Series) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+@dataclass(frozen=True)
+class _Bins:
+    """Each geounit's (size bin, diversity bin) pair as one code, and the pairs' labels."""
+
+    code: np.ndarray
+    size_labels: list[str]
+    diversity_labels: list[str]
+
+    def sums(self, source: str, query: Query, error: np.ndarray, rows: np.ndarray) -> pd.DataFrame:
+        """Error sums of one (source, query) per bin pair; ``error`` holds the ``rows`` only."""
+        code = self.code[rows]
+        pairs = len(self.size_labels) * len(self.diversity_labels)
+        geounits = np.bincount(code, minlength=pairs)
+        used = np.flatnonzero(geounits)
+
+        def per_pair(values: np.ndarray) -> np.ndarray:
+            return np.bincount(code, weights=values, minlength=pairs)[used]
+
+        width = len(self.diversity_labels)
+        return pd.DataFrame(
+            {
+                "source": source,
+                "query": query.name,
+                "size_bin": np.asarray(self.size_labels, dtype=object)[used // width],
+                "diversity_bin": np.asarray(self.diversity_labels, dtype=object)[used % width],
+                "cells": geounits[used] * query.size,
+                "abs": per_pair(np.abs(error).sum(axis=1)),
+                "sq": per_pair((error**2).sum(axis=1)),
+                "signed": per_pair(error.sum(axis=1)),
+            }
+        )
+
+
+def _flatten(table: pa.Table, cells: str, counts: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Sparse histograms of n geounits -> (geounit row, cell, count) as three flat arrays."""
-    lengths = cells.map(len).to_numpy()
-    rows = np.repeat(np.arange(len(cells)), lengths)
-    empty = np.empty(0, dtype=np.int64)
-    flat_cells = np.concatenate([*cells.to_numpy(), empty]).astype(np.int64)
-    flat_counts = np.concatenate([*counts.to_numpy(), empty]).astype(np.float64)
-    return rows, flat_cells, flat_counts
+    lists = table.column(cells).combine_chunks()
+    lengths = pc.list_value_length(lists).to_numpy(zero_copy_only=False)
+    rows = np.repeat(np.arange(table.num_rows), lengths)
+    flat_cells = lists.flatten().to_numpy(zero_copy_only=False).astype(np.int64)
+    flat_counts = table.column(counts).combine_chunks().flatten().to_numpy(zero_copy_only=False)
+    return rows, flat_cells, flat_counts.astype(np.float64)
 
 
 def _answers(
@@ -275,24 +330,6 @@ def _answers(
     """(n x size) float answers: counts summed per (geounit row, query cell)."""
     flat = np.bincount(rows * size + query_cells, weights=counts, minlength=n * size)
     return flat.reshape(n, size)
-
-
-def _row_sums(
-    source: str, query: Query, error: np.ndarray, size: np.ndarray, diversity: np.ndarray
-) -> pd.DataFrame:
-    """Per-geounit error sums of one (source, query), labelled with the geounit's bins."""
-    return pd.DataFrame(
-        {
-            "source": source,
-            "query": query.name,
-            "size_bin": size,
-            "diversity_bin": diversity,
-            "cells": np.full(len(error), query.size, dtype=np.int64),
-            "abs": np.abs(error).sum(axis=1),
-            "sq": (error**2).sum(axis=1),
-            "signed": error.sum(axis=1),
-        }
-    )
 
 
 # ---- summary --------------------------------------------------------------------------------

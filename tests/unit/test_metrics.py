@@ -1,5 +1,6 @@
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 import pytest
 
 from das.metrics import (
@@ -100,13 +101,13 @@ def _geounit(persons: dict[int, int]) -> tuple[np.ndarray, np.ndarray]:
     return cells, np.array([persons[c] for c in cells], dtype=np.int64)
 
 
-def _batch() -> pd.DataFrame:
+def _batch() -> pa.Table:
     """Three geounits: a diverse one of 10, a one-group one of 100, an empty one."""
     white, black, hisp = _cell(0, 1, 0, 1), _cell(0, 1, 0, 2), _cell(0, 0, 1, 1)
     truth = [_geounit({white: 5, black: 5}), _geounit({white: 100}), _geounit({})]
     protected = [_geounit({white: 6, black: 5}), _geounit({white: 97, hisp: 1}), _geounit({})]
     noisy_total = [np.array([12]), None, np.array([-1])]
-    return pd.DataFrame(
+    frame = pd.DataFrame(
         {
             "t_cells": [t[0] for t in truth],
             "t_counts": [t[1] for t in truth],
@@ -115,6 +116,7 @@ def _batch() -> pd.DataFrame:
             "q0": noisy_total,
         }
     )
+    return pa.Table.from_pandas(frame, preserve_index=False)
 
 
 def test_batch_errors_by_source_query_and_bins():
