@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import scipy.sparse as sp
 
-from das.problem import UNBOUNDED, Measurement, ParentProblem
+from das.problem import UNBOUNDED, Measurement, ParentProblem, query_rows
 
 if TYPE_CHECKING:
     from das.failsafe import Relaxation
@@ -75,17 +75,10 @@ class Layout:
     n_blocks: int
 
 
-def _query_row(matrix: sp.csr_matrix) -> np.ndarray:
-    """Row index of every cell in a partitioning query (one 1 per column)."""
-    csc = matrix.tocsc()
-    csc.sort_indices()
-    return csc.indices
-
-
 def layout(problem: ParentProblem) -> Layout:
     """Group the live cells by their signature: query row in every query, and facility group."""
     live = np.flatnonzero(problem.live)
-    columns = [_query_row(q.matrix)[live] for q in (*problem.measurements, *problem.fixed)]
+    columns = [query_rows(q.matrix)[live] for q in (*problem.measurements, *problem.fixed)]
     if problem.facility_groups is not None:
         columns.append(problem.facility_groups[live])
     _, block = np.unique(np.stack(columns, axis=1), axis=0, return_inverse=True)
@@ -97,7 +90,7 @@ def _compact_rows(matrix: sp.csr_matrix, lay: Layout) -> tuple[np.ndarray, np.nd
     """(touched query rows, block -> index among them) for a query restricted to live cells."""
     member = np.zeros(lay.n_blocks, dtype=np.int64)
     member[lay.block] = np.arange(lay.live.size)  # any member: all share every query row
-    row_of_block = _query_row(matrix)[lay.live[member]]
+    row_of_block = query_rows(matrix)[lay.live[member]]
     touched, index = np.unique(row_of_block, return_inverse=True)
     return touched, index.ravel()
 

@@ -43,11 +43,22 @@ def _query_matrix(matrix: object, name: str) -> sp.csr_matrix:
     csr.sum_duplicates()
     if csr.nnz and not np.all(csr.data == 1.0):
         raise InternalError(f"{name}: matrix entries must be 0 or 1")
-    per_column = np.asarray(csr.sum(axis=0)).ravel()
+    per_column = np.bincount(csr.indices, minlength=csr.shape[1])  # entries are 1, no duplicates
     if not np.all(per_column == 1):
         bad = int(np.flatnonzero(per_column != 1)[0])
         raise InternalError(f"{name}: cell {bad} is in {int(per_column[bad])} query cells, not 1")
     return csr
+
+
+def query_rows(matrix: sp.csr_matrix) -> np.ndarray:
+    """Row of every cell (column) of a query matrix checked by ``_query_matrix``.
+
+    Read from the CSR structure directly: a conversion to CSC cost more than the rest of
+    the lookup, and it runs for every query of every parent.
+    """
+    rows = np.empty(matrix.shape[1], dtype=np.int64)
+    rows[matrix.indices] = np.repeat(np.arange(matrix.shape[0]), np.diff(matrix.indptr))
+    return rows
 
 
 @dataclass(frozen=True)

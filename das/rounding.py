@@ -39,6 +39,7 @@ import scipy.sparse as sp
 
 from das.errors import InternalError
 from das.highs import HighsResult, LinearProgram, solve_highs
+from das.problem import query_rows
 
 if TYPE_CHECKING:
     from das.compact import CompactProblem
@@ -194,12 +195,6 @@ class _Objective:
     lower: np.ndarray
 
 
-def _row_of_block(matrix: sp.csr_matrix) -> np.ndarray:
-    csc = sp.csc_matrix(matrix)
-    csc.sort_indices()
-    return csc.indices
-
-
 def _query_objective(
     cp: CompactProblem, inc: _Increments, residual: np.ndarray, matrix: sp.csr_matrix
 ) -> _Objective:
@@ -212,7 +207,7 @@ def _query_objective(
     """
     n_rows = matrix.shape[0]
     phi = np.asarray(residual @ matrix.T).ravel()
-    key = inc.child * n_rows + _row_of_block(matrix)[inc.block]
+    key = inc.child * n_rows + query_rows(matrix)[inc.block]
     count = np.bincount(key, minlength=phi.size)
     cost = np.zeros(inc.var.size)
     single = (count[key] == 1) & inc.binary

@@ -191,7 +191,8 @@ def combined_totals(
     weighted, weights = np.zeros(children), np.zeros(children)
     for query in plan.queries:
         matrix = query.matrix
-        if not np.array_equal(np.asarray(matrix.sum(axis=0)).ravel(), np.ones(matrix.shape[1])):
+        column_sums = np.bincount(matrix.indices, weights=matrix.data, minlength=matrix.shape[1])
+        if not np.array_equal(column_sums, np.ones(matrix.shape[1])):
             continue  # not a partition of the cells: its rows need not sum to the total
         rows = np.asarray(matrix @ live.T.astype(np.float64)).T > 0  # children x rows
         count = rows.sum(axis=1)
