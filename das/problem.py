@@ -51,7 +51,8 @@ def _query_matrix(matrix: object, name: str) -> sp.csr_matrix:
 
 
 def query_rows(matrix: sp.csr_matrix) -> np.ndarray:
-    """Row of every cell (column) of a query matrix checked by ``_query_matrix``.
+    """Row of every column of a CSR matrix with exactly one entry per column: a query
+    matrix checked by ``_query_matrix``, or a compact query over blocks.
 
     Read from the CSR structure directly: a conversion to CSC cost more than the rest of
     the lookup, and it runs for every query of every parent.
