@@ -15,13 +15,12 @@ carry into the next one's figures):
    whole job), in a cold JVM, exactly as the job starts; Spark start-up excluded, as it is
    from the job's wall time. This is the like-for-like denominator of job / read only;
 2. the whole job (``das.run.run_job``) in another fresh process: read, measure, solve
-   every level, then write the MDF, the certificate and validate, with the metrics
-   running beside those three;
+   every level, write the MDF, metrics, certificate, validate;
 3. then read only again, in the job's warm JVM: the reader at its best, so job / warm
    read only errs against the job.
 
-Reported per input: wall time of the job, each phase (``RunResult.timings``; the metrics
-overlap the write and the validation, so the phases add up to more than the wall), solves and solves per
+Reported per input: wall time of the job, each phase (from the certificate; "validate"
+is the rest of the wall time: the certificate and the validation), solves and solves per
 second of solve-phase wall time, the per-parent solve-time distribution of every level (from
 the level checkpoints), the ratios job / read-only (cold and warm), and peak resident memory of the driver's
 Python, the JVM (in local mode the driver and the executors' JVM are one) and the Python
@@ -101,7 +100,8 @@ def whole_job(config_path: str, input_dir: str, output: Path) -> dict[str, Any]:
     wall = time.perf_counter() - start
     spark.stop()
     cert = result.certificate
-    phases = dict(result.timings)  # the metrics overlap the write and the validation
+    phases = dict(cert["timings_seconds"])
+    phases["validate"] = wall - sum(phases.values())
     solve_wall = sum(s for name, s in phases.items() if name.startswith("solve "))
     solves = cert["postprocessing"]["solves"]
     return {

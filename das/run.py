@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from pyspark import Accumulator, InheritableThread
+from pyspark import Accumulator
 from pyspark.sql import DataFrame, SparkSession
 
 from das import storage
@@ -42,56 +42,6 @@ log = logging.getLogger("das.run")
 class RunResult:
     output: str
     certificate: dict
-    #: Seconds per phase, the metrics included (they overlap the write and the validation).
-    timings: dict[str, float]
-
-
-#: The confidential metrics' phase: not in the certificate, whose timings are the public
-#: pipeline's (and the metrics may still be running when it is written).
-METRICS_PHASE = "metrics (confidential)"
-
-
-def _metrics(
-    spark: SparkSession,
-    config: Config,
-    histograms: dict[str, LevelHistograms],
-    protected: dict[str, DataFrame],
-    nmf: DataFrame,
-    output: str,
-    progress: Progress,
-) -> None:
-    with phase(progress, METRICS_PHASE):
-        table = run_errors(config, histograms, protected, nmf)
-        write_metrics(spark, table, f"{output}/confidential")
-
-
-class _Background:
-    """``work`` on a thread of its own; ``join`` waits for it and raises what it raised,
-    ``wait`` only waits.
-
-    A PySpark ``InheritableThread``, so that its Spark jobs carry their own description
-    (Spark's local properties are per thread) and its JVM thread is released at the end.
-    """
-
-    def __init__(self, work: Callable[[], None]) -> None:
-        self._error: BaseException | None = None
-
-        def run() -> None:
-            try:
-                work()
-            except BaseException as error:  # handed to join(), which re-raises it
-                self._error = error
-
-        self._thread = InheritableThread(target=run, daemon=True)
-        self._thread.start()
-
-    def wait(self) -> None:
-        self._thread.join()
-
-    def join(self) -> None:
-        self.wait()
-        if self._error is not None:
-            raise self._error
 
 
 def prepare_output(spark: SparkSession, config: Config, output: str, resume: bool) -> None:
@@ -170,39 +120,29 @@ def run_job(
         geounits = {lv: h.frame.count() for lv, h in histograms.items()}
     nmf, noise_source = measure(spark, config, histograms, geounits, output, resume, progress)
     reports, protected = solve_levels(spark, config, nmf, histograms, geounits, output, progress)
-    # The metrics need only the histograms, the protected levels and the NMF: they run
-    # beside the write, the certificate and the validation, on cores those leave idle
-    # (their jobs end in few tasks). Synthetic 1M run, warm: 15.5 s one after the other,
-    # 13.1 s side by side for the metrics and the validation alone.
-    metrics = _Background(
-        lambda: _metrics(spark, config, histograms, protected, nmf, output, progress)
+    blocks = protected[config.geography.block.name]
+    with phase(progress, "write"):
+        mdf = f"{output}/mdf"
+        write_microdata(blocks, config.schema, mdf, config.file.spark.shuffle_partitions)
+        records = {
+            **input_counts(spark, config, input_dir),
+            "output_records": spark.read.parquet(mdf).count(),
+        }
+    with phase(progress, "metrics (confidential)"):
+        table = run_errors(config, histograms, protected, nmf)
+        write_metrics(spark, table, f"{output}/confidential")
+    certificate = build_certificate(
+        config, noise_source=noise_source, records=records, levels=reports, timings=progress.timings
     )
-    try:
-        blocks = protected[config.geography.block.name]
-        with phase(progress, "write"):
-            mdf = f"{output}/mdf"
-            write_microdata(blocks, config.schema, mdf, config.file.spark.shuffle_partitions)
-            records = {
-                **input_counts(spark, config, input_dir),
-                "output_records": spark.read.parquet(mdf).count(),
-            }
-        timings = {k: v for k, v in dict(progress.timings).items() if k != METRICS_PHASE}
-        certificate = build_certificate(
-            config, noise_source=noise_source, records=records, levels=reports, timings=timings
-        )
-        write_certificate(spark, certificate, output)
-        with phase(progress, "validate"):
-            problems = validate_run(spark, input_dir, output)
-    except BaseException:
-        metrics.wait()  # the first error is the one to report
-        raise
-    metrics.join()
+    write_certificate(spark, certificate, output)
+    with phase(progress, "validate"):
+        problems = validate_run(spark, input_dir, output)
     if problems:
         raise InternalError("the written output fails validation:\n  " + "\n  ".join(problems))
     log.info(
         "done: protected microdata in %s/mdf, certificate in %s/certificate.md", output, output
     )
-    return RunResult(output=output, certificate=certificate, timings=dict(progress.timings))
+    return RunResult(output=output, certificate=certificate)
 
 
 def measure(
