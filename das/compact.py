@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 import scipy.sparse as sp
 
-from das.problem import UNBOUNDED, Measurement, ParentProblem, query_rows
+from das.problem import UNBOUNDED, Measurement, ParentProblem
+from das.schema import query_rows
 
 if TYPE_CHECKING:
     from das.failsafe import Relaxation

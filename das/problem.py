@@ -50,18 +50,6 @@ def _query_matrix(matrix: object, name: str) -> sp.csr_matrix:
     return csr
 
 
-def query_rows(matrix: sp.csr_matrix) -> np.ndarray:
-    """Row of every column of a CSR matrix with exactly one entry per column: a query
-    matrix checked by ``_query_matrix``, or a compact query over blocks.
-
-    Read from the CSR structure directly: a conversion to CSC cost more than the rest of
-    the lookup, and it runs for every query of every parent.
-    """
-    rows = np.empty(matrix.shape[1], dtype=np.int64)
-    rows[matrix.indices] = np.repeat(np.arange(matrix.shape[0]), np.diff(matrix.indptr))
-    return rows
-
-
 @dataclass(frozen=True)
 class Measurement:
     """Noisy answers of one query for every child: ``answers[c] ~ matrix @ truth[c]``.

@@ -39,7 +39,7 @@ import scipy.sparse as sp
 
 from das.errors import InternalError
 from das.highs import HighsResult, LinearProgram, solve_highs
-from das.problem import query_rows
+from das.schema import query_rows
 
 if TYPE_CHECKING:
     from das.compact import CompactProblem

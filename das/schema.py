@@ -112,6 +112,18 @@ class Grouping:
         return sp.csr_matrix((np.ones(len(cols)), (rows, cols)), shape=(len(self.groups), size))
 
 
+def query_rows(matrix: sp.csr_matrix) -> np.ndarray:
+    """Row of every column of a CSR matrix with exactly one entry per column: a query
+    matrix (every query partitions the cells), or a compact query over blocks.
+
+    Read from the CSR structure directly: a conversion to CSC cost more than the rest of
+    the lookup, and the solver runs it for every query of every parent.
+    """
+    rows = np.empty(matrix.shape[1], dtype=np.int64)
+    rows[matrix.indices] = np.repeat(np.arange(matrix.shape[0]), np.diff(matrix.indptr))
+    return rows
+
+
 @dataclass(frozen=True)
 class Query:
     """A marginal query: ``matrix @ histogram`` gives its answer, one entry per query cell."""
@@ -127,7 +139,7 @@ class Query:
     @cached_property
     def cell_map(self) -> np.ndarray:
         """Query cell of each histogram cell (every query partitions the cells)."""
-        return np.asarray(self.matrix.argmax(axis=0)).ravel().astype(np.int64)
+        return query_rows(self.matrix)
 
     def answer(self, cells: np.ndarray, counts: np.ndarray) -> np.ndarray:
         """The query's exact answer (int64, zero cells included) on a sparse histogram."""
