@@ -185,7 +185,7 @@ def solve_levels(
         counter = progress.counter()
         with phase(progress, f"solve {level.name}", parent_count, counter, "parents"):
             parents, report = solve_and_checkpoint(
-                spark, config, nmf, histograms, output, index, parents, counter
+                spark, config, nmf, histograms, output, index, parents, parent_count, counter
             )
         reports.append(report)
         protected[level.name] = parents

@@ -14,6 +14,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from das import topdown
 from das.cli import main
 from das.config import load_config
 from das.fixture_pl94 import write_pl94_fixture
@@ -99,8 +100,13 @@ def test_the_validator_names_each_kind_of_damage(spark, demo_run, two_counties, 
     assert validate_run(spark, str(two_counties / "input"), str(output)) == []
 
 
-def test_same_seed_same_mdf_with_one_and_four_partitions(spark, demo_run, two_counties):
+def test_same_seed_same_mdf_with_one_and_four_partitions(
+    spark, demo_run, two_counties, monkeypatch
+):
+    """Also the two ways of bringing families together: the four-partition run orders them
+    by size at every level (few parents), the one-partition run hash-partitions them."""
     _, output4, _ = demo_run
+    monkeypatch.setattr(topdown, "SIZE_ORDER_MAX_PARENTS", 0)
     config1 = load_config(DEMO, overrides=["spark.shuffle_partitions=1"], seed=SEED)
     output1 = two_counties / "run1"
     run_job(config1, str(two_counties / "input"), str(output1), spark=spark)
