@@ -69,6 +69,12 @@ FULL_MIP_NODES = 200
 #: On the RI county with 141 tracts (9,168 movable counts, with combined totals): 1 node
 #: 8.2 s, gap 1.74e-3; 10 or 30 nodes 21.8 s, gap 1.17e-3 (L1 distance to the L2 fit
 #: 9078.3 against 9073.2: 0.06%). On a synthetic county level (1,961): 4.0 s against 16 s.
+#: That root node runs without RINS (HiGHS's relaxation-induced neighbourhood search),
+#: whose sub-MIPs took most of it for a fraction of a percent: on the county level of the
+#: synthetic 2M state (3,826 movable counts) 7.3 s -> 2.7 s, for an L1 distance to the L2
+#: fit of 3007.0 instead of 3000.8 (+0.2%); on six tract-level families of a synthetic
+#: state (894-8,328 movable counts) 20.0 s -> 11.5 s, +0.0% to +0.7% (950.7 -> 957.5).
+#: RENS stays on: without both, that distance grew by up to 7%.
 SUB_MIP_NODES_LARGE = 1
 
 #: With mip_gap > 0, the full MIP (step 3) runs only on problems with at most this many
@@ -368,6 +374,7 @@ def _branch_and_cut(
         max(deadline - time.perf_counter(), 0.01),
         relative_gap=relative_gap,
         node_limit=SUB_MIP_NODES_LARGE if large else SUB_MIP_NODES,
+        rins=not large,
     )
     if sub.has_solution:
         gap = _relative_gap(sub.objective, relaxed.objective)
