@@ -25,13 +25,32 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class CompactQuery:
-    """A measured query over blocks: only the rows that touch a live cell."""
+    """A measured query over blocks: only the rows that touch a live cell.
+
+    Every block lies in exactly one query row (blocks are cut along the query's rows), so
+    the query's matrix is the map ``row`` from block to row, and its products are a
+    bincount (``sums``) and a gather (``answers[:, row]``). The solvers call them many
+    times on small families, where building scipy.sparse products cost more than the
+    arithmetic; the results are the same numbers, summed in the same order.
+    """
 
     name: str
-    matrix: sp.csr_matrix = field(repr=False)
+    row: np.ndarray = field(repr=False)  # (blocks,) the query row of each block
+    n_rows: int
     weight: float
-    answers: np.ndarray = field(repr=False)
+    answers: np.ndarray = field(repr=False)  # (children x n_rows)
     constant: float
+
+    def sums(self, x: np.ndarray) -> np.ndarray:
+        """(children x blocks) values -> (children x n_rows) query answers (A x per child)."""
+        children = x.shape[0]
+        keys = (np.arange(children)[:, None] * self.n_rows + self.row[None, :]).ravel()
+        flat = np.bincount(keys, weights=x.ravel(), minlength=children * self.n_rows)
+        return flat.reshape(children, self.n_rows)
+
+    def gram(self) -> np.ndarray:
+        """A'A (blocks x blocks, dense): 1 where two blocks share a query row."""
+        return (self.row[:, None] == self.row[None, :]).astype(np.float64)
 
 
 @dataclass(frozen=True)
@@ -107,7 +126,7 @@ def _compact_query(m: Measurement, lay: Layout) -> CompactQuery:
     untouched[touched] = False
     constant = m.weight * float(np.square(m.answers[:, untouched]).sum())
     return CompactQuery(
-        m.query_name, _block_matrix(index, touched.size), m.weight, m.answers[:, touched], constant
+        m.query_name, index, int(touched.size), m.weight, m.answers[:, touched], constant
     )
 
 

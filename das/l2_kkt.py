@@ -85,9 +85,8 @@ def normal_equations(cp: CompactProblem) -> Normal:
     q = np.zeros((cp.n_blocks, cp.n_blocks))
     r = np.zeros((cp.n_children, cp.n_blocks))
     for query in cp.queries:
-        a = query.matrix
-        q += 2.0 * query.weight * (a.T @ a).toarray()
-        r += 2.0 * query.weight * np.asarray(a.T @ query.answers.T).T
+        q += 2.0 * query.weight * query.gram()
+        r += 2.0 * query.weight * query.answers[:, query.row]
     return Normal(q, r)
 
 
@@ -98,7 +97,7 @@ def objective(cp: CompactProblem, x: np.ndarray) -> float:
     """
     total = sum(query.constant for query in cp.queries)
     for query in cp.queries:
-        residual = np.asarray(x @ query.matrix.T) - query.answers
+        residual = query.sums(x) - query.answers
         total += query.weight * float(np.square(residual).sum())
     return float(total)
 

@@ -39,10 +39,9 @@ import scipy.sparse as sp
 
 from das.errors import InternalError
 from das.highs import HighsResult, LinearProgram, solve_highs
-from das.schema import query_rows
 
 if TYPE_CHECKING:
-    from das.compact import CompactProblem
+    from das.compact import CompactProblem, CompactQuery
 
 #: An L2 value this close to an integer is that integer (solver noise, not a fraction).
 SNAP_TOLERANCE = 1e-6
@@ -201,9 +200,7 @@ class _Objective:
     lower: np.ndarray
 
 
-def _query_objective(
-    cp: CompactProblem, inc: _Increments, residual: np.ndarray, matrix: sp.csr_matrix
-) -> _Objective:
+def _query_objective(inc: _Increments, residual: np.ndarray, query: CompactQuery) -> _Objective:
     """sum over children and rows of |z - phi| for one query (see the module docstring).
 
     z is the number of increments in the row and phi = sum of (x - floor x) over the row.
@@ -211,9 +208,9 @@ def _query_objective(
     auxiliary s >= z - phi, s >= phi - z and s >= the chord of |z - phi| between
     floor(phi) and floor(phi) + 1, valid at every integer z and tight for the LP.
     """
-    n_rows = matrix.shape[0]
-    phi = np.asarray(residual @ matrix.T).ravel()
-    key = inc.child * n_rows + query_rows(matrix)[inc.block]
+    n_rows = query.n_rows
+    phi = query.sums(residual).ravel()
+    key = inc.child * n_rows + query.row[inc.block]
     count = np.bincount(key, minlength=phi.size)
     cost = np.zeros(inc.var.size)
     single = (count[key] == 1) & inc.binary
@@ -244,7 +241,7 @@ def _program(cp: CompactProblem, inc: _Increments, x: np.ndarray) -> LinearProgr
     entries at once (stacking per-query sparse blocks cost more than HiGHS on block-level
     families)."""
     residual = np.where(cp.open, np.maximum(x, 0.0), 0.0) - inc.base
-    parts = [_query_objective(cp, inc, residual, q.matrix) for q in cp.queries]
+    parts = [_query_objective(inc, residual, q) for q in cp.queries]
     n_var, n_aux = inc.var.size, sum(p.n_aux for p in parts)
     constraints = _constraints(cp, inc, x)
     rows, cols, values = [], [], []
@@ -283,7 +280,7 @@ def _program(cp: CompactProblem, inc: _Increments, x: np.ndarray) -> LinearProgr
 def l1_objective(cp: CompactProblem, counts: np.ndarray, x: np.ndarray) -> float:
     """sum over queries and children of ||A (counts_c - x_c)||_1 (the rounding objective)."""
     diff = counts - np.where(cp.open, np.maximum(x, 0.0), 0.0)
-    return float(sum(np.abs(diff @ q.matrix.T).sum() for q in cp.queries))
+    return float(sum(np.abs(q.sums(diff)).sum() for q in cp.queries))
 
 
 def round_counts(
