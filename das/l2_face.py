@@ -35,23 +35,29 @@ STACKED_MAX_BLOCKS = 64
 
 
 @dataclass(frozen=True)
-class _ChildFace:
-    """Child c on a face: x_c = h - Z lambda[blocks] and nu = nu0 - N lambda[blocks].
+class _Faces:
+    """Children ``members`` on a face, stacked: x_c = h - Z lambda[blocks] and
+    nu = nu0 - N lambda[blocks] for each child c.
 
-    ``blocks`` are its free blocks, ``rows``/``rhs`` its held rows B x_c = d (equality rows,
-    then tight upper bounds, then tight lower bounds as -sum <= -l), ``kinds``/``index``
-    say which constraint each row is.
+    ``blocks`` are each child's free blocks and ``rows``/``rhs`` its held rows B x_c = d
+    (equality rows, then tight upper bounds, then tight lower bounds as -sum <= -l);
+    ``kinds``/``index`` say which constraint each row is. Children are padded to common
+    shapes: ``valid`` marks real blocks and ``held`` counts real rows; the padding is zero
+    in h, nu0, N, B and d (and the identity in Z), so it couples to nothing.
     """
 
-    blocks: np.ndarray
-    rows: np.ndarray
-    rhs: np.ndarray
-    kinds: np.ndarray
-    index: np.ndarray
-    h: np.ndarray
-    z: np.ndarray | None
-    nu0: np.ndarray
-    n: np.ndarray
+    members: np.ndarray  # (S,)
+    blocks: np.ndarray  # (S, W), padded with block 0
+    valid: np.ndarray  # (S, W)
+    held: np.ndarray  # (S,)
+    rows: np.ndarray  # (S, K, W)
+    rhs: np.ndarray  # (S, K)
+    kinds: np.ndarray  # (S, K)
+    index: np.ndarray  # (S, K)
+    h: np.ndarray  # (S, W)
+    z: np.ndarray | None  # (S, W, W); None without a parent (no children-sum rows)
+    nu0: np.ndarray  # (S, K)
+    n: np.ndarray  # (S, K, W)
 
 
 def _held_rows(
@@ -71,7 +77,7 @@ def _held_rows(
 
 def _child_face(
     cp: CompactProblem, normal: Normal, active: ActiveSet, c: int, eq_rows: np.ndarray
-) -> _ChildFace | None:
+) -> _Faces | None:
     """Eliminate child c's free variables and held rows (one Cholesky of Q[F, F]).
 
     With G = Q[F, F]^-1 and M = B G B', the held rows fix nu = M^+ (B G (r - E'lambda) - d),
@@ -81,15 +87,15 @@ def _child_face(
     """
     blocks = np.flatnonzero(active.free[c])
     rows, rhs, kinds, index = _held_rows(cp, active, c, blocks, eq_rows)
+    coupled = cp.parent is not None
     if not blocks.size:
-        empty = np.zeros((rows.shape[0], 0))
-        return _ChildFace(
-            blocks, rows, rhs, kinds, index, np.zeros(0), None, np.zeros(rows.shape[0]), empty
-        )
+        k = rows.shape[0]
+        z = np.zeros((0, 0)) if coupled else None
+        n = np.zeros((k, 0))
+        return _one_child(c, blocks, rows, rhs, kinds, index, np.zeros(0), z, np.zeros(k), n)
     factor, info = lapack.dpotrf(normal.q[np.ix_(blocks, blocks)], lower=1)
     if info != 0:
         return None
-    coupled = cp.parent is not None
     stacked = np.hstack(
         [
             normal.r[c, blocks][:, None],
@@ -103,7 +109,26 @@ def _child_face(
     nu0 = m_plus @ (rows @ g_r - rhs)
     n = m_plus @ g_b.T
     z = solved[:, 1 + rows.shape[0] :] - g_b @ n if coupled else None
-    return _ChildFace(blocks, rows, rhs, kinds, index, g_r - g_b @ nu0, z, nu0, n)
+    return _one_child(c, blocks, rows, rhs, kinds, index, g_r - g_b @ nu0, z, nu0, n)
+
+
+def _one_child(c: int, blocks: np.ndarray, *arrays: np.ndarray | None) -> _Faces:
+    """A ``_Faces`` of child c alone (no padding): each array gains a leading axis."""
+    rows, rhs, kinds, index, h, z, nu0, n = (None if a is None else a[None] for a in arrays)
+    return _Faces(
+        np.array([c]),
+        blocks[None],
+        np.ones((1, blocks.size), dtype=bool),
+        np.array([rhs.shape[1]]),
+        rows,
+        rhs,
+        kinds,
+        index,
+        h,
+        z,
+        nu0,
+        n,
+    )
 
 
 def _pseudo_inverse(m: np.ndarray) -> np.ndarray:
@@ -124,7 +149,7 @@ def _stacked_faces(
     active: ActiveSet,
     eq_rows: np.ndarray,
     members: np.ndarray,
-) -> list[_ChildFace] | None:
+) -> _Faces | None:
     """``_child_face`` for the children ``members`` at once (None as there).
 
     Their matrices are embedded in common shapes (free blocks padded with an identity
@@ -189,23 +214,7 @@ def _stacked_faces(
     n = m_plus @ g_b.transpose(0, 2, 1)
     z = solved[:, :, 1 + depth :] - g_b @ n if coupled else None
     h = g_r - np.einsum("cfk,ck->cf", g_b, nu0)
-    faces = []
-    for c in range(children):
-        f, k = sizes[c], held[c]
-        faces.append(
-            _ChildFace(
-                blocks[c, :f],
-                rows[c, :k, :f],
-                rhs[c, :k],
-                kinds[c, :k],
-                index[c, :k],
-                h[c, :f],
-                z[c, :f, :f] if z is not None and f else None,
-                nu0[c, :k],
-                n[c, :k, :f],
-            )
-        )
-    return faces
+    return _Faces(members, blocks, valid, held, rows, rhs, kinds, index, h, z, nu0, n)
 
 
 def _stacked_pseudo_inverse(m: np.ndarray, held: np.ndarray) -> np.ndarray:
@@ -231,7 +240,7 @@ def _stacked_pseudo_inverse(m: np.ndarray, held: np.ndarray) -> np.ndarray:
     return (vectors * inverse[:, None, :]) @ vectors.transpose(0, 2, 1)
 
 
-def _coupling_multipliers(cp: CompactProblem, faces: list[_ChildFace]) -> np.ndarray:
+def _coupling_multipliers(cp: CompactProblem, stacks: list[_Faces]) -> np.ndarray:
     """Solve S lambda = sum_c E_c h_c - parent with S = sum_c E_c Z_c E_c' (dense n x n).
 
     S is singular when every child has a fixed total (adding a constant to lambda and
@@ -240,10 +249,11 @@ def _coupling_multipliers(cp: CompactProblem, faces: list[_ChildFace]) -> np.nda
     """
     s = np.zeros((cp.n_blocks, cp.n_blocks))
     rhs = -np.asarray(cp.parent, dtype=np.float64)
-    for face in faces:
-        if face.z is not None:
-            s[np.ix_(face.blocks, face.blocks)] += face.z
-            rhs[face.blocks] += face.h
+    for st in stacks:
+        pairs = st.valid[:, :, None] & st.valid[:, None, :]
+        # unbuffered: a block shared by several children gets each child's term in turn
+        np.add.at(s, (st.blocks[:, :, None], st.blocks[:, None, :]), np.where(pairs, st.z, 0.0))
+        np.add.at(rhs, st.blocks, np.where(st.valid, st.h, 0.0))
     ridge = 1e-12 * max(float(np.trace(s)) / max(cp.n_blocks, 1), 1e-300)
     factor = sla.cho_factor(s + ridge * np.eye(cp.n_blocks), check_finite=False)
     lam = sla.cho_solve(factor, rhs, check_finite=False)
@@ -259,29 +269,27 @@ def equality_solve(
     eq_rows = cp.rows.toarray()
     sizes = active.free.sum(axis=1)
     small = np.flatnonzero(sizes <= STACKED_MAX_BLOCKS)
-    faces: list[_ChildFace | None] = [None] * cp.n_children
+    stacks: list[_Faces] = []
     if small.size:
         stacked = _stacked_faces(cp, normal, active, eq_rows, small)
         if stacked is None:
             return None
-        for c, face in zip(small, stacked, strict=True):
-            faces[c] = face
+        stacks.append(stacked)
     for c in np.flatnonzero(sizes > STACKED_MAX_BLOCKS):
-        faces[c] = _child_face(cp, normal, active, c, eq_rows)
-        if faces[c] is None:
+        face = _child_face(cp, normal, active, c, eq_rows)
+        if face is None:
             return None
+        stacks.append(face)
     lam = np.zeros(cp.n_blocks)
     if cp.parent is not None:
         try:
-            lam = _coupling_multipliers(cp, faces)
+            lam = _coupling_multipliers(cp, stacks)
         except np.linalg.LinAlgError:
             return None
-    return _assemble(cp, faces, lam, tolerance)
+    return _assemble(cp, stacks, lam, tolerance)
 
 
-def _assemble(
-    cp: CompactProblem, faces: list[_ChildFace], lam: np.ndarray, tolerance: float
-) -> Point:
+def _assemble(cp: CompactProblem, stacks: list[_Faces], lam: np.ndarray, tolerance: float) -> Point:
     """x, the multipliers in ``Duals`` form, and which children's rows are inconsistent."""
     x = np.zeros((cp.n_children, cp.n_blocks))
     out = {
@@ -290,15 +298,20 @@ def _assemble(
         LOWER: np.zeros((cp.n_children, cp.n_groups)),
     }
     inconsistent = np.zeros(cp.n_children, dtype=bool)
-    for c, face in enumerate(faces):
-        lam_f = lam[face.blocks]
-        x_c = face.h - (face.z @ lam_f if face.z is not None else 0.0)
-        nu = face.nu0 - face.n @ lam_f
-        x[c, face.blocks] = x_c
+    for st in stacks:
+        lam_f = np.where(st.valid, lam[st.blocks], 0.0)
+        x_s = st.h - np.einsum("cij,cj->ci", st.z, lam_f) if st.z is not None else st.h
+        nu = st.nu0 - np.einsum("ckj,cj->ck", st.n, lam_f)
+        child, slot = np.nonzero(st.valid)
+        x[st.members[child], st.blocks[child, slot]] = x_s[child, slot]
+        real = np.arange(st.rhs.shape[1])[None, :] < st.held[:, None]
         for kind, target in out.items():
-            mask = face.kinds == kind
-            target[c, face.index[mask]] = nu[mask]
-        inconsistent[c] = np.abs(face.rows @ x_c - face.rhs).max(initial=0.0) > tolerance
+            child, k = np.nonzero(real & (st.kinds == kind))
+            target[st.members[child], st.index[child, k]] = nu[child, k]
+        residual = np.abs(np.einsum("ckj,cj->ck", st.rows, x_s) - st.rhs)
+        inconsistent[st.members] = (
+            np.where(real, residual, 0.0).max(axis=1, initial=0.0) > tolerance
+        )
     if cp.parent is not None and np.abs(x.sum(axis=0) - cp.parent).max(initial=0.0) > tolerance:
         inconsistent[:] = True  # the tight bounds contradict the children-sum rows
     duals = Duals(lam, out[ROW], out[UPPER], out[LOWER])
