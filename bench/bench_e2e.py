@@ -203,7 +203,7 @@ def report(runs: list[dict[str, Any]]) -> dict[str, Any]:
                 ["read only (fresh process, median)", run["read_only_s"]],
                 *[
                     [f"  read only, fresh run {i + 1}", t]
-                    for i, t in enumerate(run.get("read_only_runs_s", []))
+                    for i, t in enumerate(run["read_only_runs_s"])
                 ],
                 ["read only (warm, after the job)", run["read_only_warm_s"]],
             ],

@@ -457,10 +457,11 @@ def solve_and_checkpoint(
     output: str,
     index: int,
     parents: DataFrame | None,
-    parent_count: int = 1,
+    parent_count: int,
     counter: Accumulator | None = None,
 ) -> tuple[DataFrame, LevelReport]:
-    """One level: reuse its checkpoint if a previous run finished it, else solve and write it."""
+    """One level: reuse its checkpoint if a previous run finished it, else solve and write it
+    (``parents``: the level above's solution, ``parent_count`` geounits; None at the root)."""
     level = config.geography.levels[index]
     path = checkpoint_path(output, level.name)
     reused = level_done(spark, output, level.name)
