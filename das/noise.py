@@ -65,19 +65,25 @@ The argument, step by step (assuming ideal uniform bits; see "Random bits" below
    which only weakens the decisions. Larger tolerances only widen the ambiguous band, which
    is how the tests force the exact path (``_sample(..., tolerance=...)``).
 
-5. Vectorisation. Candidates are independent and identically distributed, each using its
-   own fresh words (no bit is used by two decisions: the sign is bit 0 of the word whose
-   top 53 bits decide step 1, and the exact path draws new words). The accepted ones are
-   therefore i.i.d. N_Z(0, sigma^2), and taking the first r accepted ones in index order
-   (a choice that depends on the accept/reject pattern only, never on the values) keeps
-   them i.i.d.; surplus accepted candidates are dropped. The order in which the decisions
-   of one candidate are made does not matter either, since they use independent bits:
-   step 3's rejection is applied together with step 4's. Each candidate is accepted with
-   a fixed probability of about 0.3 to 0.5, and each round of the V loop continues with
-   probability exp(-1) per element, so every loop ends with probability 1; the batch is
-   sized so that one round usually suffices. The last few elements of the V loop, and
-   whole calls of at most 14 draws, run one candidate at a time in Python with the same
-   thresholds and exact path, where numpy's fixed cost per call would dominate.
+5. Two implementations of steps 1-4. Candidates are independent and identically
+   distributed, each using its own fresh words (no bit is used by two decisions: the sign
+   is bit 0 of the word whose top 53 bits decide step 1, and the exact path draws new
+   words). The accepted ones are therefore i.i.d. N_Z(0, sigma^2), and taking the first r
+   accepted ones in order (a choice that depends on the accept/reject pattern only, never
+   on the values) keeps them i.i.d.; surplus words and accepted candidates are dropped.
+   - One candidate at a time (``_scalar``, in Python, and the same loop compiled with
+     numba in ``das.noise_kernel``, which reads the same words in the same order and gives
+     the same draws): used whenever the thresholds are tabulated, t <= 2047, which covers
+     every query of the shipped configs. The compiled loop makes only the table lookups
+     and integer comparisons of the fast path; it hands an ambiguous decision back to
+     Python, which runs that candidate with the exact path.
+   - Vectorised with numpy (``_candidates``), for larger t, where the thresholds are
+     computed per candidate. The order in which the decisions of one candidate are made
+     does not matter, since they use independent bits: step 3's rejection is applied
+     together with step 4's. Each candidate is accepted with a fixed probability of about
+     0.3 to 0.5, and each round of the V loop continues with probability exp(-1) per
+     element, so every loop ends with probability 1; the batch is sized so that one round
+     usually suffices, and the last few elements of the V loop run one at a time.
 
 Random bits
 -----------
@@ -116,6 +122,7 @@ from typing import Literal
 import numpy as np
 from cryptography.hazmat.primitives.ciphers import Cipher, CipherContext, algorithms
 
+from das import noise_kernel
 from das.errors import InternalError
 from das.exact import parse_fraction
 
@@ -138,7 +145,6 @@ _TABLE_REACH = 64  # the final-test table covers X < 64 t; P(X >= 64 t) = exp(-6
 _LIST_MAX = 1 << 13  # tables up to this size are also kept as Python lists (for _scalar)
 _CHUNK_OUTPUTS = 1 << 15  # outputs per vectorised round: keeps the arrays cache-sized
 _SCALAR_TAIL = 16  # the V loop finishes its last few elements in Python
-_SMALL = 14  # up to this many draws, one candidate at a time beats numpy's per-call cost
 _MASK32 = 0xFFFF_FFFF
 
 
@@ -319,11 +325,17 @@ class _Plan:
     final_b: np.ndarray | None
     reach: int
     per_output: float  # expected U candidates per accepted output
+    words_per_output: float  # expected stream words per accepted output, one at a time
     lists: tuple[list[int], list[int], list[int], list[int]] | None  # small tables, for _scalar
+    compiled_tables: tuple[np.ndarray, ...] | None  # the four tables as int64, for the kernel
 
     def batch(self, need: int) -> int:
         """U candidates for ``need`` outputs, with a 4-sd margin so one round usually does."""
         return int(self.per_output * (need + 4.0 * math.sqrt(need) + 8.0)) + 1
+
+    def words_for(self, need: int) -> int:
+        """Stream words for ``need`` outputs one at a time, with the same 4-sd margin."""
+        return int(self.words_per_output * (need + 4.0 * math.sqrt(need) + 8.0)) + 1
 
 
 def _sample(
@@ -333,20 +345,22 @@ def _sample(
     *,
     tolerance: float = _TOLERANCE,
     stats: _Stats | None = None,
-    path: Literal["auto", "vector", "scalar"] = "auto",
+    path: Literal["auto", "vector", "scalar", "compiled"] = "auto",
 ) -> np.ndarray:
     """The sampler proper; the keywords exist for tests.
 
     ``tolerance`` above 1e-10 widens the ambiguous band so that the exact path runs often;
-    ``path`` picks the numpy implementation or the one-candidate-at-a-time one, which is
-    the same algorithm and is cheaper below about a dozen draws (it needs the tabulated
-    thresholds, t <= 2048; for larger t the numpy path always runs).
+    ``path`` picks the numpy implementation, the one-candidate-at-a-time one in Python, or
+    the same compiled (the default). The last two need the tabulated thresholds, t <= 2047;
+    for larger t the numpy path always runs.
     """
     if not _TOLERANCE <= tolerance <= 1e6:
         raise ValueError(f"tolerance must lie in [{_TOLERANCE}, 1e6], got {tolerance}")
     plan = _plan(sigma2.numerator, sigma2.denominator, tolerance)
-    if plan.final_a is not None and (path == "scalar" or (path == "auto" and size <= _SMALL)):
+    if plan.final_a is not None and path == "scalar":
         return _scalar(plan, size, rng, stats)
+    if plan.final_a is not None and path in ("auto", "compiled"):
+        return _compiled(plan, size, rng, stats)
     out = np.empty(size, dtype=np.int64)
     filled = 0
     while filled < size:
@@ -404,7 +418,7 @@ def _candidates(plan: _Plan, k: int, rng: Rng, stats: _Stats | None) -> np.ndarr
         rounds += 1
         _check_geometric(rounds)
     for i in active.tolist():  # the last few: a numpy round each would cost more
-        x[i] += t * _geometric_e1(plan, rng, stats)
+        x[i] += t * _geometric_e1(plan, rng._word, stats)
 
     # Step 4: accept X with probability exp(-(X - sigma2/t)^2 / (2 sigma2)); and step 3,
     # B = 1 with X = 0 is rejected (so zero is not counted twice). Both are applied to one
@@ -428,54 +442,115 @@ def _candidates(plan: _Plan, k: int, rng: Rng, stats: _Stats | None) -> np.ndarr
 def _scalar(plan: _Plan, size: int, rng: Rng, stats: _Stats | None) -> np.ndarray:
     """The same steps as _candidates, one candidate at a time with Python integers.
 
-    For a handful of draws the fixed cost of some forty numpy calls dominates; here each
-    candidate costs a few microseconds. Decisions use the same thresholds and the same
-    exact path, so the argument of the module docstring applies unchanged.
+    The reference for the compiled loop (``das.noise_kernel``), which consumes the same
+    words in the same order and must give the same draws; also what runs a candidate the
+    compiled loop hands back. Decisions use the same thresholds and the same exact path,
+    so the argument of the module docstring applies unchanged.
     """
-    t, n, d, reach, reject = plan.t, plan.n, plan.d, plan.reach, plan.lemire_reject
-    # Python lists index about twice as fast as arrays here; kept for small tables only.
-    tables = plan.lists or (plan.step_a, plan.step_b, plan.final_a, plan.final_b)
-    step_a, step_b, final_a, final_b = tables
-    den = 2 * n * d * t * t
-    word = rng._word
     out: list[int] = []
     while len(out) < size:
-        if stats is not None:
-            stats.candidates += 1
-        if t == 1:
-            u_val, negative = 0, word() & 1
-        else:
-            m = (word() >> 32) * t
-            u_val = m >> 32
-            w = word()
-            u53 = w >> 11
-            if (m & _MASK32) < reject:
-                continue
-            if not (
-                u53 < step_a[u_val]
-                or (u53 < step_b[u_val] and _exact(u53, u_val, t, rng, stats))
-            ):
-                continue
-            negative = w & 1
-        x = u_val + t * _geometric_e1(plan, rng, stats)
-        if x == 0 and negative:
-            continue
-        j = min(x, reach)
-        u53 = word() >> 11
-        if u53 < final_a[j] or (
-            u53 < final_b[j] and _exact(u53, (x * d * t - n) ** 2, den, rng, stats)
-        ):
-            out.append(-x if negative else x)
+        y = _one_candidate(plan, rng._word, stats)
+        if y is not None:
+            out.append(y)
     return np.array(out, dtype=np.int64)
 
 
-def _geometric_e1(plan: _Plan, rng: Rng, stats: _Stats | None) -> int:
+def _one_candidate(plan: _Plan, word: Callable[[], int], stats: _Stats | None) -> int | None:
+    """One candidate through steps 1-4 on the words ``word()`` returns; None if rejected."""
+    t, n, d, reach = plan.t, plan.n, plan.d, plan.reach
+    # Python lists index about twice as fast as arrays here; kept for small tables only.
+    step_a, step_b, final_a, final_b = plan.lists or (
+        plan.step_a,
+        plan.step_b,
+        plan.final_a,
+        plan.final_b,
+    )
+    if stats is not None:
+        stats.candidates += 1
+    if t == 1:
+        u_val, negative = 0, word() & 1
+    else:
+        m = (word() >> 32) * t
+        u_val = m >> 32
+        w = word()
+        u53 = w >> 11
+        if (m & _MASK32) < plan.lemire_reject:
+            return None
+        if not (
+            u53 < step_a[u_val] or (u53 < step_b[u_val] and _exact(u53, u_val, t, word, stats))
+        ):
+            return None
+        negative = w & 1
+    x = u_val + t * _geometric_e1(plan, word, stats)
+    if x == 0 and negative:
+        return None
+    j = min(x, reach)
+    u53 = word() >> 11
+    if u53 < final_a[j] or (
+        u53 < final_b[j] and _exact(u53, (x * d * t - n) ** 2, 2 * n * d * t * t, word, stats)
+    ):
+        return -x if negative else x
+    return None
+
+
+def _compiled(plan: _Plan, size: int, rng: Rng, stats: _Stats | None) -> np.ndarray:
+    """``_scalar``'s draws from the compiled loop, which hands back what it cannot decide.
+
+    The stream's words are drawn in batches sized for the expected use, at most
+    _CHUNK_OUTPUTS outputs' worth at a time; the surplus of the last batch is dropped
+    (fresh words, never used twice). A candidate the loop could not finish (buffer
+    exhausted, or an ambiguous decision) restarts from its first word: in the loop with
+    more words, or here in Python on the same words.
+    """
+    out = np.empty(size, dtype=np.int64)
+    step_a, step_b, final_a, final_b = plan.compiled_tables
+    words = rng._draw(plan.words_for(min(size, _CHUNK_OUTPUTS)))
+    pos = filled = 0
+    while filled < size:
+        stop = min(size, filled + _CHUNK_OUTPUTS)
+        status, pos, filled, tried = noise_kernel.candidates(
+            words.view(np.int64), pos, out[:stop], filled, plan.t, plan.lemire_reject,
+            plan.reach, step_a, step_b, final_a, final_b, plan.e1_a, plan.e1_b,
+        )  # fmt: skip
+        if stats is not None:
+            stats.candidates += tried
+        if status == noise_kernel.NEED_WORDS:
+            more = rng._draw(plan.words_for(min(size - filled, _CHUNK_OUTPUTS)))
+            words, pos = np.concatenate([words[pos:], more]), 0
+        elif status == noise_kernel.UNDECIDED:
+            cursor = _Cursor(words, pos, rng)
+            y = _one_candidate(plan, cursor.word, stats)
+            if y is not None:
+                out[filled] = y
+                filled += 1
+            words, pos = cursor.words, cursor.pos
+        elif status == noise_kernel.GEOMETRIC_TOO_LONG:
+            _check_geometric(1 << 21)
+    return out
+
+
+class _Cursor:
+    """Words of a buffer from ``pos`` on, then of the stream: what ``_compiled`` hands
+    ``_one_candidate`` so that a candidate reads the same words it would in ``_scalar``."""
+
+    def __init__(self, words: np.ndarray, pos: int, rng: Rng) -> None:
+        self.words, self.pos, self._rng = words, pos, rng
+
+    def word(self) -> int:
+        if self.pos == self.words.size:
+            self.words = np.concatenate([self.words, self._rng._draw(64)])
+        value = int(self.words[self.pos])
+        self.pos += 1
+        return value
+
+
+def _geometric_e1(plan: _Plan, word: Callable[[], int], stats: _Stats | None) -> int:
     """Successes of Bernoulli(exp(-1)) before the first failure, one word per trial."""
     e1_a, e1_b = plan.e1_a, plan.e1_b
     v = 0
     while True:
-        u53 = rng._word() >> 11
-        if not (u53 < e1_a or (u53 < e1_b and _exact(u53, 1, 1, rng, stats))):
+        u53 = word() >> 11
+        if not (u53 < e1_a or (u53 < e1_b and _exact(u53, 1, 1, word, stats))):
             return v
         v += 1
         _check_geometric(v)
@@ -487,10 +562,10 @@ def _check_geometric(v: int) -> None:
         raise InternalError("the geometric loop of the discrete Laplace did not stop")
 
 
-def _exact(u53: int, num: int, den: int, rng: Rng, stats: _Stats | None) -> bool:
+def _exact(u53: int, num: int, den: int, word: Callable[[], int], stats: _Stats | None) -> bool:
     if stats is not None:
         stats.exact_decisions += 1
-    return _exact_below_exp(u53, num, den, rng)
+    return _exact_below_exp(u53, num, den, word)
 
 
 def _decide(
@@ -508,7 +583,7 @@ def _decide(
         ambiguous = np.flatnonzero(below_b & ~accept)
         for i in ambiguous.tolist():
             num, den = exact_gamma(i)
-            accept[i] = _exact_below_exp(int(u53[i]), num, den, rng)
+            accept[i] = _exact_below_exp(int(u53[i]), num, den, rng._word)
         if stats is not None:
             stats.exact_decisions += ambiguous.size
     return accept
@@ -551,9 +626,12 @@ def _plan(n: int, d: int, tolerance: float) -> _Plan:
         final_a, final_b = _thresholds(np.exp(-_final_gamma(xs, c, w)), tolerance)
         final_a[reach], final_b[reach] = 0, 1 << 53  # beyond the table: always exact
     e1_a, e1_b = _thresholds(np.exp(-np.ones(1)), tolerance)
-    lists = None
+    lists = compiled_tables = None
     if final_a is not None and t + reach <= _LIST_MAX:
         lists = (step_a.tolist(), step_b.tolist(), final_a.tolist(), final_b.tolist())
+    if final_a is not None:  # thresholds are at most 2^53: the same values as int64
+        compiled_tables = tuple(a.view(np.int64) for a in (step_a, step_b, final_a, final_b))
+    per_output = _candidates_per_output(Fraction(n, d), t)
     for table in (step_a, step_b, final_a, final_b):
         if table is not None:
             table.flags.writeable = False
@@ -572,9 +650,24 @@ def _plan(n: int, d: int, tolerance: float) -> _Plan:
         final_a=final_a,
         final_b=final_b,
         reach=reach,
-        per_output=_candidates_per_output(Fraction(n, d), t),
+        per_output=per_output,
+        words_per_output=per_output * _words_per_candidate(t),
         lists=lists,
+        compiled_tables=compiled_tables,
     )
+
+
+def _words_per_candidate(t: int) -> float:
+    """Expected words a candidate reads one at a time (floats: this only sizes buffers).
+
+    Two for step 1 (one if t = 1); if U is accepted (probability about
+    (1 - e^-1) / (t (1 - e^(-1/t)))), 1 / (1 - e^-1) for the geometric loop and one for
+    the final test.
+    """
+    if t == 1:
+        return 1.0 + 1.0 / (1.0 - math.exp(-1.0)) + 1.0
+    step1 = (1.0 - math.exp(-1.0)) / (t * -math.expm1(-1.0 / t))
+    return 2.0 + step1 * (1.0 / (1.0 - math.exp(-1.0)) + 1.0)
 
 
 def _candidates_per_output(sigma2: Fraction, t: int) -> float:
@@ -598,8 +691,9 @@ def _candidates_per_output(sigma2: Fraction, t: int) -> float:
 # -- the exact path -------------------------------------------------------------------
 
 
-def _exact_below_exp(u53: int, num: int, den: int, rng: Rng) -> bool:
-    """Whether U < exp(-num/den), U uniform with leading 53 bits u53; extends U as needed."""
+def _exact_below_exp(u53: int, num: int, den: int, word: Callable[[], int]) -> bool:
+    """Whether U < exp(-num/den), U uniform with leading 53 bits u53; extends U with the
+    words ``word()`` returns, as many as needed."""
     value, bits = u53, 53
     while True:
         lo, hi = _exp_neg_bounds(num, den, bits)
@@ -607,7 +701,7 @@ def _exact_below_exp(u53: int, num: int, den: int, rng: Rng) -> bool:
             return True
         if value >= hi:
             return False
-        value = (value << 64) | rng._word()
+        value = (value << 64) | word()
         bits += 64
 
 

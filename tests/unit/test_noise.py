@@ -39,6 +39,7 @@ import pytest
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms
 from scipy import stats
 
+from das import noise
 from das.noise import (
     _TOLERANCE,
     Rng,
@@ -244,14 +245,46 @@ def test_scalar_path(sigma2: Fraction) -> None:
     np.testing.assert_array_equal(forced, _sample(sigma2, 20_000, seeded_rng(6), path="scalar"))
 
 
-def test_small_calls_use_the_scalar_path_and_many_of_them_are_right() -> None:
+def test_small_calls_are_right_one_after_another() -> None:
+    """Many calls of a few draws on one generator (a block's small queries) add up right."""
     sigma2 = Fraction(293764, 114921)
-    small = discrete_gaussian(sigma2, 14, seeded_rng(8))
-    np.testing.assert_array_equal(small, _sample(sigma2, 14, seeded_rng(8), path="scalar"))
-    assert not np.array_equal(small, _sample(sigma2, 14, seeded_rng(8), path="vector"))
     rng = seeded_rng(8)
     y = np.concatenate([discrete_gaussian(sigma2, 3, rng) for _ in range(40_000)])
     assert chi_square_p(summarise([y], exact(sigma2).k_max), exact(sigma2).pmf) > ALPHA
+
+
+@pytest.mark.parametrize(
+    "sigma2",
+    [Fraction(1, 10), Fraction(293764, 114921), Fraction(157020393, 8078510), Fraction(10**6)],
+    ids=["t=1", "t=2", "t=5", "t=1001"],
+)
+@pytest.mark.parametrize("size", [1, 14, 2016, 70_000])
+def test_compiled_path_gives_the_scalar_paths_draws(sigma2: Fraction, size: int) -> None:
+    """The compiled loop reads the stream's words in _scalar's order: the same draws, and
+    the same candidates counted. 70,000 draws cross two of its batches."""
+    compiled, scalar = _Stats(), _Stats()
+    got = _sample(sigma2, size, seeded_rng(8), path="compiled", stats=compiled)
+    np.testing.assert_array_equal(got, _sample(sigma2, size, seeded_rng(8), path="scalar", stats=scalar))
+    assert compiled == scalar
+    np.testing.assert_array_equal(got, discrete_gaussian(sigma2, size, seeded_rng(8)))
+    if size >= 2016:  # not the numpy path in disguise (few draws at t = 1 can agree by chance)
+        assert not np.array_equal(got, _sample(sigma2, size, seeded_rng(8), path="vector"))
+
+
+@pytest.mark.parametrize("sigma2", [Fraction(1, 10), Fraction(293764, 114921)], ids=str)
+def test_compiled_path_hands_back_undecided_candidates_and_short_buffers(
+    sigma2: Fraction, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Forced exact decisions (every one undecided in the loop) and buffers of 3 words
+    (every candidate runs out of words) still give _scalar's draws."""
+    forced, scalar = _Stats(), _Stats()
+    got = _sample(sigma2, 3000, seeded_rng(9), tolerance=1e6, path="compiled", stats=forced)
+    want = _sample(sigma2, 3000, seeded_rng(9), tolerance=1e6, path="scalar", stats=scalar)
+    np.testing.assert_array_equal(got, want)
+    assert forced == scalar and forced.exact_decisions > forced.candidates
+    monkeypatch.setattr(noise._Plan, "words_for", lambda self, need: 3)
+    short = _sample(sigma2, 3000, seeded_rng(9), path="compiled")
+    np.testing.assert_array_equal(short, _sample(sigma2, 3000, seeded_rng(9), path="scalar"))
 
 
 @pytest.mark.parametrize(
@@ -376,7 +409,7 @@ def test_exact_comparison_draws_more_bits_and_is_exact(num: int, den: int) -> No
         for i in range(trials):
             rng = root.child(f"{num}/{den}|{i}")
             replay = copy.copy(rng)
-            decision = _exact_below_exp(prefix, num, den, rng)
+            decision = _exact_below_exp(prefix, num, den, rng._word)
             extra = rng.words_used
             assert extra >= 1
             value = prefix
