@@ -97,6 +97,15 @@ def test_the_validator_names_each_kind_of_damage(spark, demo_run, two_counties, 
 
     problems = damaged("zero", child_in_a_nursing_home)
     assert any(p.startswith("records in structural zero") for p in problems)
+
+    def numbered_twice(mdf):  # the second record of a block takes the first one's number
+        block = mdf[["TABBLKST", "TABBLKCOU", "TABTRACTCE", "TABBLK"]].agg("".join, axis=1)
+        first, second = mdf.index[block == block[block.duplicated()].iloc[0]][:2]
+        mdf.loc[second, "EPNUM"] = mdf.loc[first, "EPNUM"]
+
+    problems = damaged("numbering", numbered_twice)
+    assert [p for p in problems if p.startswith("EPNUM is not 1..n inside a block: 1 row(s)")]
+    assert not any(p.startswith("records in structural zero") for p in problems)
     assert validate_run(spark, str(two_counties / "input"), str(output)) == []
 
 
