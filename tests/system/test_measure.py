@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from das.config import load_config
-from das.measure import NMF_SCHEMA, read_nmf, write_nmf
+from das.measure import NMF_SCHEMA, pivot_measurements, read_nmf, write_nmf
 from das.noise import seeded_rng
 from das.read import read_histograms
 from tests.conftest import ROOT
@@ -78,3 +78,18 @@ def test_noise_has_the_configured_variance(spark, tmp_path):
     n = len(errors)
     assert abs(errors.mean()) < 5 * np.sqrt(sigma2 / n)
     assert abs(errors.var() / sigma2 - 1) < 5 * np.sqrt(2 / n)
+
+
+def test_pivot_puts_each_query_in_its_column_and_refuses_a_query_measured_twice(spark):
+    rows = [
+        ("block", "1", "total", [5], 1.0, "1"),
+        ("block", "1", "votingage", [2, 3], 1.0, "1"),
+        ("block", "2", "votingage", [7, -1], 1.0, "1"),
+    ]
+    nmf = spark.createDataFrame(rows, NMF_SCHEMA)
+    pivot = pivot_measurements(nmf, ["geocode"], ["votingage", "total", "hhgq"])
+    got = {r["geocode"]: (r["q0"], r["q1"], r["q2"]) for r in pivot.collect()}
+    assert got == {"1": ([2, 3], [5], None), "2": ([7, -1], None, None)}
+    twice = spark.createDataFrame([*rows, ("block", "2", "votingage", [0, 0], 1.0, "1")], NMF_SCHEMA)
+    with pytest.raises(Exception, match="DUPLICATED_MAP_KEY"):
+        pivot_measurements(twice, ["geocode"], ["votingage"]).collect()
