@@ -16,14 +16,16 @@ from fractions import Fraction
 from functools import reduce
 
 import numpy as np
+import pandas as pd
 import pyarrow as pa
-from pyspark import Accumulator
+from pyspark import Accumulator, AccumulatorParam, TaskContext
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from das.config import Config
+from das.metrics import add_error_sums, diversity_groups, measurement_errors
 from das.noise import Rng, discrete_gaussian
 from das.read import LevelHistograms
 from das.schema import Query
@@ -56,9 +58,10 @@ def measure_geounit(
     queries: tuple[Query, ...],
     variances: dict[str, Fraction],
     rng: Rng,
-) -> list[tuple]:
-    """Noisy answers of every query at one geounit (pure: the same inputs give the same rows)."""
-    rows = []
+) -> tuple[list[tuple], list[np.ndarray]]:
+    """Noisy answers of every query at one geounit as NMF rows, and the noise added to each
+    (pure: the same inputs give the same rows)."""
+    rows, noises = [], []
     for query in queries:
         sigma2 = variances[query.name]
         noise = discrete_gaussian(
@@ -66,7 +69,8 @@ def measure_geounit(
         )
         noisy = query.answer(cells, counts) + noise
         rows.append((level, geocode, query.name, noisy, float(sigma2), str(sigma2)))
-    return rows
+        noises.append(noise)
+    return rows, noises
 
 
 #: NMF_SCHEMA as Arrow (derived, so the two cannot drift apart).
@@ -96,8 +100,20 @@ def _nmf_batch(rows: list[tuple]) -> pa.RecordBatch:
 GEOUNITS_PER_BATCH = 1000
 
 
+class _ByPartition(AccumulatorParam):
+    """A dict merged by key: a task that runs twice (retried, or its stage recomputed)
+    replaces its partition's entry instead of adding it a second time."""
+
+    def zero(self, value: dict) -> dict:
+        return {}
+
+    def addInPlace(self, value1: dict, value2: dict) -> dict:
+        value1.update(value2)
+        return value1
+
+
 def _noisy_rows(
-    config: Config, rng: Rng, counter: Accumulator | None
+    config: Config, rng: Rng, counter: Accumulator | None, errors: Accumulator
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """The executors' function: batches of (level, geocode, cells, counts) to NMF rows.
 
@@ -105,6 +121,11 @@ def _noisy_rows(
     input, (level, geocode), then query: the order of the NMF's files. Arrow in and out:
     building the batch from the flat noisy values took a quarter of the time pandas took
     to hold and convert one array object per row (1,000 block geounits: 0.07 s vs 0.30 s).
+
+    The noise drawn here is exactly the error of the noisy answers, so their error sums
+    for the confidential metrics (``das.metrics.measurement_errors``) are taken here and
+    reach the driver through ``errors``, one entry per partition; the metrics then need no
+    second pass over the NMF (a pivot of every noisy answer, the largest part of their time).
     """
     plans = {
         level: (
@@ -113,8 +134,10 @@ def _noisy_rows(
         )
         for level, queries in config.queries.items()
     }
+    groups = diversity_groups(config.schema)
 
     def noisy(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        sums = []
         for batch in batches:
             cells, counts = batch.column("cells"), batch.column("counts")
             cell_values = cells.values.to_numpy(zero_copy_only=False).astype(np.int64)
@@ -125,23 +148,34 @@ def _noisy_rows(
             geocodes = batch.column("geocode").to_pylist()
             for start in range(0, batch.num_rows, GEOUNITS_PER_BATCH):
                 rows: list[tuple] = []
+                measured: dict[str, tuple[list, list, list]] = {}
                 stop = min(start + GEOUNITS_PER_BATCH, batch.num_rows)
                 for i in range(start, stop):
                     queries, variances = plans[levels[i]]
-                    rows.extend(
-                        measure_geounit(
-                            levels[i],
-                            geocodes[i],
-                            cell_values[cell_offsets[i] : cell_offsets[i + 1]],
-                            count_values[count_offsets[i] : count_offsets[i + 1]],
-                            queries,
-                            variances,
-                            rng,
-                        )
+                    geounit_cells = cell_values[cell_offsets[i] : cell_offsets[i + 1]]
+                    geounit_counts = count_values[count_offsets[i] : count_offsets[i + 1]]
+                    new_rows, noises = measure_geounit(
+                        levels[i],
+                        geocodes[i],
+                        geounit_cells,
+                        geounit_counts,
+                        queries,
+                        variances,
+                        rng,
                     )
+                    rows.extend(new_rows)
+                    level = measured.setdefault(levels[i], ([], [], []))
+                    level[0].append(geounit_cells)
+                    level[1].append(geounit_counts)
+                    level[2].append(noises)
                 if counter is not None:
                     counter.add(stop - start)
                 yield _nmf_batch(rows)
+                sums += [
+                    measurement_errors(level, plans[level][0], *geounits, groups)
+                    for level, geounits in measured.items()
+                ]
+        errors.add({TaskContext.get().partitionId(): add_error_sums(sums)})
 
     return noisy
 
@@ -152,8 +186,9 @@ def write_nmf(
     rng: Rng,
     path: str,
     counter: Accumulator | None = None,
-) -> None:
+) -> pd.DataFrame:
     """Measure every level and write the NMF once; Spark's _SUCCESS marks it complete.
+    Returns the error sums of the noisy answers (confidential; see ``_noisy_rows``).
 
     The geounits (small rows: their nonzero cells) are hash-partitioned by (level, geocode)
     and sorted inside each partition before they are measured, and the measurement keeps
@@ -169,15 +204,17 @@ def write_nmf(
         for name, h in levels.items()
     ]
     geounits = reduce(DataFrame.unionByName, frames)
+    errors = geounits.sparkSession.sparkContext.accumulator({}, _ByPartition())
     partitions = config.file.spark.shuffle_partitions
     (
         geounits.repartition(partitions, "level", "geocode")
         .sortWithinPartitions("level", "geocode")
-        .mapInArrow(_noisy_rows(config, rng, counter), NMF_SCHEMA)
+        .mapInArrow(_noisy_rows(config, rng, counter, errors), NMF_SCHEMA)
         .write.mode("overwrite")
         .parquet(path)
     )
     log.info("noisy measurements written to %s", path)
+    return add_error_sums(list(errors.value.values()))
 
 
 def nmf_complete(spark: SparkSession, path: str) -> bool:

@@ -32,7 +32,6 @@ from pyspark.sql.pandas.types import to_arrow_schema
 
 from das import storage
 from das.config import Config
-from das.measure import pivot_measurements
 from das.read import LevelHistograms
 from das.schema import Query, Schema, cenrace_combinations
 
@@ -152,18 +151,17 @@ def run_errors(
     config: Config,
     truth: dict[str, LevelHistograms],
     protected: dict[str, DataFrame],
-    nmf: DataFrame,
+    measurement: pd.DataFrame | None,
 ) -> pd.DataFrame:
-    """Error sums of every level in one Spark job; a small table per level reaches the driver.
+    """The error table: the protected output's error sums, taken here in one Spark job
+    (a small table per level reaches the driver), and the noisy measurements' sums, taken
+    by the measurement (``measurement_errors``; None leaves them out).
 
-    One job rather than one per level: the NMF is pivoted once for all levels, and the
-    small upper levels no longer pay a job's fixed cost each. RI, histograms cached:
-    10.7 s -> 6.9 s for the same table (one job per level before).
+    One job rather than one per level: the small upper levels do not pay a job's fixed
+    cost each. RI, histograms cached: 10.7 s -> 6.9 s for the same table (one job per
+    level before).
     """
     levels = list(protected)
-    measured = {lv: [q.name for q in config.queries[lv]] for lv in levels}
-    every = sorted({name for names in measured.values() for name in names})
-    noisy = pivot_measurements(nmf, ["level", "geocode"], every, prefix="n")
     truth_frames = [
         truth[lv].frame.select(
             F.lit(lv).alias("level"),
@@ -182,31 +180,25 @@ def run_errors(
         )
         for lv in levels
     ]
-    joined = (
-        reduce(DataFrame.unionByName, truth_frames)
-        .join(reduce(DataFrame.unionByName, protected_frames), ["level", "geocode"])
-        .join(noisy, ["level", "geocode"], "left")
+    joined = reduce(DataFrame.unionByName, truth_frames).join(
+        reduce(DataFrame.unionByName, protected_frames), ["level", "geocode"]
     )
     groups = diversity_groups(config.schema)
     total = config.schema.query("total")
-    plans = {}
+    reported = {}
     for lv in levels:
         queries = config.queries[lv]
         # total population is always reported, measured at this level or not (the US is not)
-        reported = queries if "total" in measured[lv] else (total, *queries)
-        plans[lv] = (reported, [f"n{every.index(q)}" for q in measured[lv]])
+        measured = any(q.name == "total" for q in queries)
+        reported[lv] = queries if measured else (total, *queries)
 
     def partial(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
             table = pa.Table.from_batches([batch])
             level_column = table.column("level")
             for lv in pc.unique(level_column).to_pylist():
-                rows = table.filter(pc.equal(level_column, lv))
-                reported, columns = plans[lv]
-                named = rows.select([*_HISTOGRAMS, *columns]).rename_columns(
-                    [*_HISTOGRAMS, *(f"q{i}" for i in range(len(columns)))]
-                )
-                sums = batch_errors(named, reported, measured[lv], groups).assign(level=lv)
+                rows = table.filter(pc.equal(level_column, lv)).select(_HISTOGRAMS)
+                sums = batch_errors(rows, reported[lv], groups).assign(level=lv)
                 yield pa.RecordBatch.from_pandas(sums, schema=arrow, preserve_index=False)
 
     schema = T.StructType([T.StructField("level", T.StringType()), *_PARTIAL.fields])
@@ -217,68 +209,105 @@ def run_errors(
         .agg(*[F.sum(c).alias(c) for c in _SUMS])
         .toPandas()
     )
+    if measurement is not None:
+        sums = pd.concat([sums, measurement[sums.columns]], ignore_index=True)
     return pd.concat(
         [_summarise(sums[sums["level"] == lv].drop(columns="level"), lv) for lv in levels],
         ignore_index=True,
     )
 
 
-def batch_errors(
-    batch: pa.Table,
-    queries: Sequence[Query],
-    measured: list[str],
-    groups: np.ndarray | None,
-) -> pd.DataFrame:
-    """Error sums of a batch of geounits, already summed per (source, query, bin pair).
+def batch_errors(batch: pa.Table, queries: Sequence[Query], groups: np.ndarray | None) -> pd.DataFrame:
+    """The protected output's error sums over a batch of geounits, per (query, bin pair).
 
-    ``batch`` holds t_cells/t_counts (truth), p_cells/p_counts (protected) and q{i} (noisy
-    answer of measured[i], null where absent). Rows are taken in chunks so that the
-    (geounits x query cells) arrays stay small whatever the batch size. Arrow in, and the
-    sums are taken per bin pair with bincount rather than as a pandas row per geounit,
-    query and source grouped by label: 0.45 s -> 0.29 s on 5,000 block geounits (the
-    metrics job as a whole is dominated by the NMF's pivot and the joins).
+    ``batch`` holds t_cells/t_counts (truth) and p_cells/p_counts (protected). Rows are
+    taken in chunks so that the (geounits x query cells) arrays stay small whatever the
+    batch size. Arrow in, and the sums are taken per bin pair with bincount rather than as
+    a pandas row per geounit, query and source grouped by label: 0.45 s -> 0.29 s on 5,000
+    block geounits.
     """
     step = max(1, _CHUNK_CELLS // max(q.size for q in queries))
     parts = [
-        _chunk_errors(batch.slice(start, step), queries, measured, groups)
+        _chunk_errors(batch.slice(start, step), queries, groups)
         for start in range(0, batch.num_rows, step)
     ]
     parts = [p for p in parts if not p.empty]
     if not parts:
-        return pd.DataFrame({c: pd.Series(dtype=_dtype(c)) for c in _PARTIAL.fieldNames()})
+        return _empty_sums(_PARTIAL.fieldNames())
     return pd.concat(parts, ignore_index=True).groupby(_KEYS, as_index=False)[_SUMS].sum()
 
 
-def _dtype(column: str) -> str:
-    return "object" if column in _KEYS else ("int64" if column == "cells" else "float64")
-
-
-def _chunk_errors(
-    chunk: pa.Table, queries: Sequence[Query], measured: list[str], groups: np.ndarray | None
+def measurement_errors(
+    level: str,
+    queries: Sequence[Query],
+    cells: list[np.ndarray],
+    counts: list[np.ndarray],
+    noises: list[list[np.ndarray]],
+    groups: np.ndarray | None,
 ) -> pd.DataFrame:
+    """The noisy answers' error sums over some geounits of ``level``, per (query, bin pair).
+
+    Taken where the noise is drawn (``das.measure``): the error of a noisy answer is
+    exactly its noise. ``cells``/``counts`` are each geounit's true histogram (for its
+    bins), ``noises[g][j]`` the noise added to queries[j] at geounit g.
+    """
+    n = len(cells)
+    if n == 0:
+        return _empty_sums(["level", *_PARTIAL.fieldNames()])
+    rows = np.repeat(np.arange(n), [c.size for c in cells])
+    weights = np.concatenate(counts).astype(np.float64)
+    bins = _bins(rows, np.concatenate(cells), weights, n, groups)
+    every = np.ones(n, dtype=bool)
+    frames = [
+        bins.sums("noisy", q, np.stack([g[j] for g in noises]), every)
+        for j, q in enumerate(queries)
+    ]
+    return pd.concat(frames, ignore_index=True).assign(level=level)
+
+
+def add_error_sums(parts: list[pd.DataFrame]) -> pd.DataFrame:
+    """Error sums of several parts added per (level, source, query, bin pair)."""
+    parts = [p for p in parts if not p.empty]
+    if not parts:
+        return _empty_sums(["level", *_PARTIAL.fieldNames()])
+    keys = ["level", *_KEYS]
+    return pd.concat(parts, ignore_index=True).groupby(keys, as_index=False)[_SUMS].sum()
+
+
+def _empty_sums(columns: list[str]) -> pd.DataFrame:
+    return pd.DataFrame({c: pd.Series(dtype=_dtype(c)) for c in columns})
+
+
+def _dtype(column: str) -> str:
+    return "object" if column in ("level", *_KEYS) else ("int64" if column == "cells" else "float64")
+
+
+def _chunk_errors(chunk: pa.Table, queries: Sequence[Query], groups: np.ndarray | None) -> pd.DataFrame:
     n = chunk.num_rows
     rows, cells, counts = _flatten(chunk, "t_cells", "t_counts")
     p_rows, p_cells, p_counts = _flatten(chunk, "p_cells", "p_counts")
+    bins = _bins(rows, cells, counts, n, groups)
+    frames = []
+    every = np.ones(n, dtype=bool)
+    for q in queries:
+        true = _answers(rows, q.cell_map[cells], counts, n, q.size)
+        protected = _answers(p_rows, q.cell_map[p_cells], p_counts, n, q.size)
+        frames.append(bins.sums("protected", q, protected - true, every))
+    return pd.concat(frames, ignore_index=True)
+
+
+def _bins(
+    rows: np.ndarray, cells: np.ndarray, counts: np.ndarray, n: int, groups: np.ndarray | None
+) -> _Bins:
+    """The (size bin, diversity bin) pair of n geounits from their true histograms, given
+    as flat (geounit row, cell, count) arrays."""
     size = _size_index(np.bincount(rows, weights=counts, minlength=n).astype(np.int64))
     if groups is None:
         diversity, diversity_labels = np.zeros(n, dtype=np.int64), [ALL]
     else:
         grouped = _answers(rows, groups[cells], counts, n, len(DIVERSITY_GROUPS))
         diversity, diversity_labels = _diversity_index_bins(grouped), _diversity_labels()
-    bins = _Bins(size * len(diversity_labels) + diversity, _size_labels(), diversity_labels)
-    frames = []
-    for q in queries:
-        true = _answers(rows, q.cell_map[cells], counts, n, q.size)
-        protected = _answers(p_rows, q.cell_map[p_cells], p_counts, n, q.size)
-        frames.append(bins.sums("protected", q, protected - true, np.ones(n, dtype=bool)))
-        if q.name in measured:
-            column = chunk.column(f"q{measured.index(q.name)}").combine_chunks()
-            present = pc.is_valid(column).to_numpy(zero_copy_only=False)
-            if present.any():
-                values = column.flatten().to_numpy(zero_copy_only=False)  # nulls hold no values
-                noisy = values.astype(np.float64).reshape(-1, q.size)
-                frames.append(bins.sums("noisy", q, noisy - true[present], present))
-    return pd.concat(frames, ignore_index=True)
+    return _Bins(size * len(diversity_labels) + diversity, _size_labels(), diversity_labels)
 
 
 @dataclass(frozen=True)
@@ -363,6 +392,26 @@ def _summarise(table: pd.DataFrame, level: str) -> pd.DataFrame:
 def overall(table: pd.DataFrame) -> pd.DataFrame:
     """The rows over every geounit of their level: both bins ``"all"``."""
     return table[(table["size_bin"] == ALL) & (table["diversity_bin"] == ALL)]
+
+
+#: The noisy measurements' error sums, saved as soon as they are measured so that a
+#: resumed run (which never measures again) still reports them.
+MEASUREMENT_ERRORS = "measurement_errors.csv"
+
+
+def write_measurement_errors(spark: SparkSession, sums: pd.DataFrame, directory: str) -> None:
+    storage.mkdirs(spark, directory)
+    storage.write_text(spark, f"{directory}/{MEASUREMENT_ERRORS}", sums.to_csv(index=False))
+
+
+def read_measurement_errors(spark: SparkSession, directory: str) -> pd.DataFrame | None:
+    """The sums ``write_measurement_errors`` saved, or None if there are none."""
+    path = f"{directory}/{MEASUREMENT_ERRORS}"
+    if not storage.exists(spark, path):
+        return None
+    columns = ["level", *_PARTIAL.fieldNames()]
+    text = io.StringIO(storage.read_text(spark, path))
+    return pd.read_csv(text, dtype={c: _dtype(c) for c in columns}, keep_default_na=False)
 
 
 def write_metrics(spark: SparkSession, table: pd.DataFrame, directory: str) -> None:

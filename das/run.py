@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+import pandas as pd
 from pyspark import Accumulator
 from pyspark.sql import DataFrame, SparkSession
 
@@ -26,7 +27,12 @@ from das.certificate import build_certificate, write_certificate
 from das.config import Config
 from das.errors import InternalError, UserError
 from das.measure import nmf_complete, read_nmf, write_nmf
-from das.metrics import run_errors, write_metrics
+from das.metrics import (
+    read_measurement_errors,
+    run_errors,
+    write_measurement_errors,
+    write_metrics,
+)
 from das.noise import Rng, secure_rng, seeded_rng
 from das.progress import Progress
 from das.read import LevelHistograms, input_counts, read_histograms
@@ -118,7 +124,9 @@ def run_job(
     with phase(progress, "read"):
         histograms = read_histograms(spark, config, input_dir)
         geounits = {lv: h.frame.count() for lv, h in histograms.items()}
-    nmf, noise_source = measure(spark, config, histograms, geounits, output, resume, progress)
+    nmf, noise_source, measurement = measure(
+        spark, config, histograms, geounits, output, resume, progress
+    )
     reports, protected = solve_levels(spark, config, nmf, histograms, geounits, output, progress)
     blocks = protected[config.geography.block.name]
     with phase(progress, "write"):
@@ -129,7 +137,7 @@ def run_job(
             "output_records": spark.read.parquet(mdf).count(),
         }
     with phase(progress, "metrics (confidential)"):
-        table = run_errors(config, histograms, protected, nmf)
+        table = run_errors(config, histograms, protected, measurement)
         write_metrics(spark, table, f"{output}/confidential")
     certificate = build_certificate(
         config, noise_source=noise_source, records=records, levels=reports, timings=progress.timings
@@ -153,17 +161,26 @@ def measure(
     output: str,
     resume: bool,
     progress: Progress,
-) -> tuple[DataFrame, str]:
-    """Write the NMF (or keep a finished one when resuming) and read it back from disk."""
+) -> tuple[DataFrame, str, pd.DataFrame | None]:
+    """Write the NMF (or keep a finished one when resuming) and read it back from disk;
+    also the noisy answers' error sums for the metrics (saved at once, confidential)."""
     path = f"{output}/nmf"
+    confidential = f"{output}/confidential"
     rng, noise_source = noise_generator(config)
     if resume and nmf_complete(spark, path):
         log.info("measure: reusing the noisy measurements in %s (noise is never redrawn)", path)
+        measurement = read_measurement_errors(spark, confidential)
+        if measurement is None:
+            log.warning(
+                "measure: the run being resumed saved no error sums of its noisy "
+                "measurements; the metrics will report the protected output only"
+            )
     else:
         counter = progress.counter()
         with phase(progress, "measure", sum(geounits.values()), counter):
-            write_nmf(histograms, config, rng, path, counter)
-    return read_nmf(spark, path), noise_source
+            measurement = write_nmf(histograms, config, rng, path, counter)
+            write_measurement_errors(spark, measurement, confidential)
+    return read_nmf(spark, path), noise_source, measurement
 
 
 def solve_levels(

@@ -97,6 +97,10 @@ def test_killed_mid_level_then_resumed_gives_a_valid_run(spark, fixture_input, t
     assert "reusing the noisy measurements" in log
     assert _file_bytes(output / "nmf") == nmf_before  # noise never redrawn
     assert validate_run(spark, str(fixture_input), str(output)) == []
+    # the noisy measurements' errors, summed when they were drawn, survive the kill
+    metrics = pd.read_csv(output / "confidential" / "metrics.csv")
+    assert {"protected", "noisy"} == set(metrics["source"])
+    assert "no error sums" not in log
 
 
 def test_spark_submit_gives_the_same_output_as_das_run(fixture_input, tmp_path):

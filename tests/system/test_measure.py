@@ -5,6 +5,7 @@ from __future__ import annotations
 from fractions import Fraction
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from das.config import load_config
@@ -31,8 +32,9 @@ def _nmf(spark, tmp_path, name, partitions, seed=11, rho="293764/114921"):
     levels = read_histograms(spark, config, str(input_dir))
     levels = {k: type(v)(v.level, v.frame.repartition(partitions)) for k, v in levels.items()}
     path = str(tmp_path / name)
-    write_nmf(levels, config, seeded_rng(config.seed), path)
+    sums = write_nmf(levels, config, seeded_rng(config.seed), path)
     rows = read_nmf(spark, path).collect()
+    _nmf.sums = sums  # the last call's error sums, for the test that checks them
     return config, levels, {(r["level"], r["geocode"], r["query"]): r for r in rows}
 
 
@@ -93,3 +95,32 @@ def test_pivot_puts_each_query_in_its_column_and_refuses_a_query_measured_twice(
     twice = spark.createDataFrame([*rows, ("block", "2", "votingage", [0, 0], 1.0, "1")], NMF_SCHEMA)
     with pytest.raises(Exception, match="DUPLICATED_MAP_KEY"):
         pivot_measurements(twice, ["geocode"], ["votingage"]).collect()
+
+
+def test_error_sums_are_the_noisy_answers_minus_the_truth_whatever_the_partitioning(
+    spark, tmp_path
+):
+    """write_nmf's sums for the metrics, added over the bins, against the NMF's answers
+    minus the true ones; and the same table from 1 and 4 partitions (one entry per
+    partition reaches the driver)."""
+    config, levels, rows = _nmf(spark, tmp_path, "nmf4", partitions=4)
+    four = _nmf.sums
+    _nmf(spark, tmp_path, "nmf1", partitions=1)
+    pd.testing.assert_frame_equal(_nmf.sums, four)
+    assert set(four["source"]) == {"noisy"}
+    added = four.groupby(["level", "query"])[["cells", "abs", "sq", "signed"]].sum()
+    expected = {}
+    for level in config.geography.names:
+        for hist in levels[level].frame.collect():
+            cells = np.asarray(hist["cells"], dtype=np.int64)
+            counts = np.asarray(hist["counts"], dtype=np.int64)
+            for query in config.queries[level]:
+                error = np.asarray(rows[(level, hist["geocode"], query.name)]["values"])
+                error = error - query.answer(cells, counts)
+                sums = [error.size, np.abs(error).sum(), (error**2).sum(), error.sum()]
+                old = expected.get((level, query.name), [0, 0, 0, 0])
+                expected[(level, query.name)] = [a + b for a, b in zip(old, sums, strict=True)]
+    assert len(expected) > 10
+    want = pd.DataFrame.from_dict(expected, orient="index", columns=added.columns)
+    want.index = pd.MultiIndex.from_tuples(want.index, names=added.index.names)
+    pd.testing.assert_frame_equal(added.sort_index(), want.sort_index(), check_dtype=False)

@@ -7,10 +7,12 @@ from das.metrics import (
     ALL,
     DIVERSITY_GROUPS,
     _summarise,
+    add_error_sums,
     batch_errors,
     diversity_bins,
     diversity_groups,
     diversity_index,
+    measurement_errors,
     overall,
     size_bin,
     size_bins,
@@ -106,49 +108,68 @@ def _batch() -> pa.Table:
     white, black, hisp = _cell(0, 1, 0, 1), _cell(0, 1, 0, 2), _cell(0, 0, 1, 1)
     truth = [_geounit({white: 5, black: 5}), _geounit({white: 100}), _geounit({})]
     protected = [_geounit({white: 6, black: 5}), _geounit({white: 97, hisp: 1}), _geounit({})]
-    noisy_total = [np.array([12]), None, np.array([-1])]
     frame = pd.DataFrame(
         {
             "t_cells": [t[0] for t in truth],
             "t_counts": [t[1] for t in truth],
             "p_cells": [p[0] for p in protected],
             "p_counts": [p[1] for p in protected],
-            "q0": noisy_total,
         }
     )
     return pa.Table.from_pandas(frame, preserve_index=False)
 
 
-def test_batch_errors_by_source_query_and_bins():
+def _measured() -> pd.DataFrame:
+    """The noisy total of the first and last geounits of _batch(): off by +2 and -1."""
+    truth = _batch().select(["t_cells", "t_counts"]).to_pydict()
+    cells = [np.array(truth["t_cells"][i], dtype=np.int64) for i in (0, 2)]
+    counts = [np.array(truth["t_counts"][i], dtype=np.int64) for i in (0, 2)]
+    noises = [[np.array([2])], [np.array([-1])]]
+    total = [PL94.query("total")]
+    return measurement_errors("block", total, cells, counts, noises, diversity_groups(PL94))
+
+
+def test_batch_errors_by_query_and_bins():
     queries = [PL94.query("total"), PL94.query("hispanic")]
-    sums = batch_errors(_batch(), queries, ["total"], diversity_groups(PL94)).set_index(
+    sums = batch_errors(_batch(), queries, diversity_groups(PL94)).set_index(
         ["source", "query", "size_bin", "diversity_bin"]
     )
+    assert set(sums.index.get_level_values("source")) == {"protected"}
     assert sums.loc[("protected", "total", "10-99", "0.5-1"), "signed"] == 1
     assert sums.loc[("protected", "total", "100-999", "0-0.1"), "signed"] == -2
     assert sums.loc[("protected", "total", "0", "0-0.1"), "cells"] == 1
     # hispanic: 2 cells per geounit; the second geounit is off by -3 and +1
     row = sums.loc[("protected", "hispanic", "100-999", "0-0.1")]
     assert (row["cells"], row["abs"], row["sq"], row["signed"]) == (2, 4, 10, -2)
-    # noisy: only where measured (total) and present (not the second geounit)
-    assert sums.loc[("noisy", "total", "10-99", "0.5-1"), "signed"] == 2
-    assert sums.loc[("noisy", "total", "0", "0-0.1"), "sq"] == 1
-    assert ("noisy", "total", "100-999", "0-0.1") not in sums.index
-    assert "hispanic" not in sums.loc["noisy"].index.get_level_values("query")
+
+
+def test_measurement_errors_are_the_noise_in_the_true_histograms_bins():
+    sums = _measured().set_index(["level", "source", "query", "size_bin", "diversity_bin"])
+    assert len(sums) == 2
+    assert sums.loc[("block", "noisy", "total", "10-99", "0.5-1"), "signed"] == 2
+    row = sums.loc[("block", "noisy", "total", "0", "0-0.1")]
+    assert (row["cells"], row["abs"], row["sq"], row["signed"]) == (1, 1, 1, -1)
+    twice = add_error_sums([_measured(), _measured(), _measured().iloc[:0]])
+    assert twice["signed"].tolist() == [-2, 4] and twice["cells"].tolist() == [2, 2]
+    assert add_error_sums([]).empty
 
 
 def test_batch_errors_do_not_depend_on_chunking(monkeypatch):
     queries = [PL94.query("total"), PL94.query("votingage*hispanic*cenrace")]
     groups = diversity_groups(PL94)
-    whole = batch_errors(_batch(), queries, ["total"], groups)
+    whole = batch_errors(_batch(), queries, groups)
     monkeypatch.setattr("das.metrics._CHUNK_CELLS", 1)  # one geounit per chunk
-    pd.testing.assert_frame_equal(batch_errors(_batch(), queries, ["total"], groups), whole)
+    pd.testing.assert_frame_equal(batch_errors(_batch(), queries, groups), whole)
+
+
+def _both(queries: list, groups: np.ndarray | None) -> pd.DataFrame:
+    measured = _measured().drop(columns="level")
+    return pd.concat([batch_errors(_batch(), queries, groups), measured], ignore_index=True)
 
 
 def test_summary_margins_add_up():
     queries = [PL94.query("total"), PL94.query("votingage*hispanic*cenrace")]
-    sums = batch_errors(_batch(), queries, ["total"], diversity_groups(PL94))
-    table = _summarise(sums, "block")
+    table = _summarise(_both(queries, diversity_groups(PL94)), "block")
     keys = ["level", "source", "query", "size_bin", "diversity_bin"]
     assert not table.duplicated(keys).any()
     table["signed"] = table["mean_signed"] * table["cells"]
@@ -165,11 +186,11 @@ def test_summary_margins_add_up():
 
 
 def test_no_diversity_margin_without_race():
-    sums = batch_errors(_batch(), [PL94.query("total")], ["total"], None)
+    sums = batch_errors(_batch(), [PL94.query("total")], None)
     table = _summarise(sums, "block")
     assert set(table["diversity_bin"]) == {ALL}
     assert not table.duplicated(["source", "query", "size_bin"]).any()
-    assert len(overall(table)) == 2  # protected and noisy
+    assert len(overall(table)) == 1  # protected
 
 
 def test_clock():
