@@ -158,8 +158,10 @@ def active_set_method(
     seen = set()
     for step in range(1, max_steps + 1):
         point = equality_solve(cp, normal, active, tol.primal * 100)
+        if point is None or not np.isfinite(point.x).all():
+            return None
         tight = active.upper | active.lower
-        if point is None or (point.inconsistent.any() and not tight[point.inconsistent].any()):
+        if point.inconsistent.any() and not tight[point.inconsistent].any():
             return None
         following = next_active(cp, normal, active, point, tol)
         if following is None:

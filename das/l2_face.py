@@ -245,7 +245,10 @@ def _coupling_multipliers(cp: CompactProblem, stacks: list[_Faces]) -> np.ndarra
 
     S is singular when every child has a fixed total (adding a constant to lambda and
     subtracting it from the totals' multipliers changes nothing); a tiny ridge picks one
-    solution and one refinement step removes its bias on the rest.
+    solution and one refinement step removes its bias on the rest. S is zero when the held
+    rows fix every child's free entries: nothing is left to share out, lambda = 0, and
+    ``_assemble`` tests whether the children still add up to the parent. (The ridge,
+    relative to S's trace, was ~1e-312 there and the solve overflowed into NaN.)
     """
     s = np.zeros((cp.n_blocks, cp.n_blocks))
     rhs = -np.asarray(cp.parent, dtype=np.float64)
@@ -254,7 +257,10 @@ def _coupling_multipliers(cp: CompactProblem, stacks: list[_Faces]) -> np.ndarra
         # unbuffered: a block shared by several children gets each child's term in turn
         np.add.at(s, (st.blocks[:, :, None], st.blocks[:, None, :]), np.where(pairs, st.z, 0.0))
         np.add.at(rhs, st.blocks, np.where(st.valid, st.h, 0.0))
-    ridge = 1e-12 * max(float(np.trace(s)) / max(cp.n_blocks, 1), 1e-300)
+    scale = float(np.trace(s)) / max(cp.n_blocks, 1)
+    if not scale > 0.0:
+        return np.zeros(cp.n_blocks)
+    ridge = 1e-12 * scale
     factor = sla.cho_factor(s + ridge * np.eye(cp.n_blocks), check_finite=False)
     lam = sla.cho_solve(factor, rhs, check_finite=False)
     return lam + sla.cho_solve(factor, rhs - s @ lam, check_finite=False)
@@ -309,10 +315,13 @@ def _assemble(cp: CompactProblem, stacks: list[_Faces], lam: np.ndarray, toleran
             child, k = np.nonzero(real & (st.kinds == kind))
             target[st.members[child], st.index[child, k]] = nu[child, k]
         residual = np.abs(np.einsum("ckj,cj->ck", st.rows, x_s) - st.rhs)
-        inconsistent[st.members] = (
-            np.where(real, residual, 0.0).max(axis=1, initial=0.0) > tolerance
-        )
-    if cp.parent is not None and np.abs(x.sum(axis=0) - cp.parent).max(initial=0.0) > tolerance:
+        # written as "not within tolerance" so that a NaN counts as inconsistent
+        inconsistent[st.members] = ~(
+            np.where(real, residual, 0.0).max(axis=1, initial=0.0) <= tolerance
+        ) | ~np.isfinite(x_s).all(axis=1)
+    if cp.parent is not None and not (
+        np.abs(x.sum(axis=0) - cp.parent).max(initial=0.0) <= tolerance
+    ):
         inconsistent[:] = True  # the tight bounds contradict the children-sum rows
     duals = Duals(lam, out[ROW], out[UPPER], out[LOWER])
     return Point(x, duals, inconsistent)

@@ -576,3 +576,35 @@ def test_face_solve_matches_a_dense_kkt_solve(seed, stacked, monkeypatch):
     assert point is not None and not point.inconsistent.any()
     np.testing.assert_allclose(point.x, _dense_face_solve(cp, normal, active), atol=1e-7)
     np.testing.assert_allclose(point.x.sum(axis=0), cp.parent, atol=1e-7)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_face_that_fixes_every_free_entry_leaves_nothing_to_share(seed):
+    """Each child free on one block only, with its total held: the face fixes every entry
+    and the children-sum system S is zero. The solve returns the held values, consistent
+    when they add up to the parent and flagged when they do not. (S's ridge, relative to
+    its zero trace, used to overflow the solve into NaN, which passed as an optimum; met in
+    an RI block group at seed 2.)"""
+    from das.l2_face import equality_solve
+    from das.l2_kkt import ActiveSet, normal_equations
+
+    instance = _small(seed)
+    lay = layout(instance.problem)
+    cp = compact(instance.problem, lay)
+    rows = cp.rows.toarray()
+    assert rows.shape[0] == 1 and (rows == 1).all()  # the children's totals
+    children = np.arange(cp.n_children)
+    one = np.argmax(cp.open, axis=1)  # each child's first open block
+    free = np.zeros(cp.open.shape, dtype=bool)
+    free[children, one] = True
+    held = np.zeros(cp.open.shape)
+    held[children, one] = cp.row_values[:, 0]
+    none = np.zeros((cp.n_children, cp.n_groups), dtype=bool)
+    active = ActiveSet(free, none, none)
+    adding_up = dataclasses.replace(cp, parent=held.sum(axis=0))
+    point = equality_solve(adding_up, normal_equations(adding_up), active, 1e-6)
+    assert point is not None and not point.inconsistent.any()
+    np.testing.assert_allclose(point.x, held, atol=1e-9)
+    missing = dataclasses.replace(cp, parent=held.sum(axis=0) + 1.0)
+    point = equality_solve(missing, normal_equations(missing), active, 1e-6)
+    assert point is not None and np.isfinite(point.x).all() and point.inconsistent.all()
