@@ -69,6 +69,17 @@ def test_run_is_valid_and_certified(spark, demo_run, two_counties):
     assert (output / "confidential" / "report.html").exists()
 
 
+def _validate_damaged(spark, output: Path, input_dir: Path, copy: Path, damage) -> list[str]:
+    """Validate a copy of the run at ``output`` whose MDF ``damage`` (a function of its
+    pandas frame) changed in place."""
+    shutil.copytree(output, copy, ignore=shutil.ignore_patterns("mdf"))
+    mdf = spark.read.parquet(str(output / "mdf")).toPandas()  # codes stay strings
+    damage(mdf)
+    (copy / "mdf").mkdir()
+    mdf.to_parquet(copy / "mdf" / "part-0.parquet", index=False)
+    return validate_run(spark, str(input_dir), str(copy))
+
+
 def test_the_validator_names_each_kind_of_damage(spark, demo_run, two_counties, tmp_path):
     """A valid MDF, damaged: each kind is reported with its count (the column checks, and
     the structural-zero checks, are each counted in one pass). Column damage stops the
@@ -76,13 +87,7 @@ def test_the_validator_names_each_kind_of_damage(spark, demo_run, two_counties, 
     _, output, _ = demo_run
 
     def damaged(name, damage):
-        copy = tmp_path / name
-        shutil.copytree(output, copy, ignore=shutil.ignore_patterns("mdf"))
-        mdf = spark.read.parquet(str(output / "mdf")).toPandas()  # codes stay strings
-        damage(mdf)
-        (copy / "mdf").mkdir()
-        mdf.to_parquet(copy / "mdf" / "part-0.parquet", index=False)
-        return validate_run(spark, str(two_counties / "input"), str(copy))
+        return _validate_damaged(spark, output, two_counties / "input", tmp_path / name, damage)
 
     def columns(mdf):
         mdf.loc[0, "TABTRACTCE"] = "12345"  # five digits
@@ -107,6 +112,44 @@ def test_the_validator_names_each_kind_of_damage(spark, demo_run, two_counties, 
     assert [p for p in problems if p.startswith("EPNUM is not 1..n inside a block: 1 row(s)")]
     assert not any(p.startswith("records in structural zero") for p in problems)
     assert validate_run(spark, str(two_counties / "input"), str(output)) == []
+
+
+def test_the_validator_finds_broken_totals_and_facilities(spark, demo_run, two_counties, tmp_path):
+    """The invariants the validator checks from its per-block summary: the state total (a
+    record dropped), the facilities of a block (its group-quarters residents moved into
+    households; an adult moved into a type of facility the block has none of)."""
+    _, output, _ = demo_run
+    units = pd.read_parquet(two_counties / "input" / "units.parquet")
+    blocks = ["TABBLKST", "TABBLKCOU", "TABTRACTCE", "TABBLK"]
+
+    def damaged(name, damage):
+        return _validate_damaged(spark, output, two_counties / "input", tmp_path / name, damage)
+
+    problems = damaged("dropped", lambda mdf: mdf.drop(index=mdf.index[-1], inplace=True))
+    assert [p for p in problems if p.startswith("invariant total broken at level state: 1 row(s)")]
+    assert [p for p in problems if p.startswith("invariant total broken at level us: 1 row(s)")]
+
+    def emptied(mdf):  # every resident of one occupied facility type of a block leaves it
+        geoid = mdf[blocks].agg("".join, axis=1)
+        occupied = units[(units["gqtype"] > 0) & units["occupied"].astype(bool)]
+        block, kind = occupied[["geoid", "gqtype"]].iloc[0]
+        residents = (geoid == block) & (mdf["GQTYPE_PL"].astype(int) == kind)
+        assert residents.any()
+        mdf.loc[residents, ["RTYPE", "GQTYPE_PL"]] = [3, 0]
+
+    problems = damaged("emptied", emptied)
+    assert [p for p in problems if p.startswith("fewer group-quarters residents")]
+
+    def moved(mdf):  # an adult in a household goes to a type of facility the block lacks
+        geoid = mdf[blocks].agg("".join, axis=1)
+        adult = mdf.index[(mdf["GQTYPE_PL"].astype(int) == 0) & (mdf["VOTING_AGE"] == 2)][0]
+        present = set(units.loc[units["geoid"] == geoid[adult], "gqtype"])
+        kind = min(set(range(1, 8)) - present)
+        mdf.loc[adult, ["RTYPE", "GQTYPE_PL"]] = [5, kind]
+
+    problems = damaged("moved", moved)
+    assert [p for p in problems if p.startswith("persons in a type of unit the block does not")]
+    assert not [p for p in problems if p.startswith("records in structural zero")]
 
 
 def test_same_seed_same_mdf_with_one_and_four_partitions(
