@@ -5,15 +5,18 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 import pytest
 
 from das import config as config_module
 from das.config import load_config
+from das.errors import InternalError
 from das.topdown import (
     SOLVERS,
     _allowed_cells,
     combined_totals,
     facility_bounds,
+    family_table,
     level_plan,
     solve_family,
 )
@@ -138,3 +141,43 @@ def test_the_total_pass_can_use_the_total_query_alone():
 
     assert np.array_equal(totals(False, answers), totals(False, shifted))
     assert totals(True, shifted)[0] > totals(True, answers)[0]
+
+
+def _answer_rows(plan, geocodes):
+    """Each child's NMF rows (geocode, query, values), in the scrambled order Spark gives."""
+    rows = [
+        (g, q.name, [10 * c + i] * q.size)
+        for c, g in enumerate(geocodes)
+        for i, q in enumerate(plan.queries)
+    ]
+    rows = [rows[i] for i in np.random.default_rng(0).permutation(len(rows))]
+    return pa.table({k: [r[j] for r in rows] for j, k in enumerate(["geocode", "query", "values"])})
+
+
+def test_family_table_puts_each_answer_in_its_child_and_query_column():
+    plan = level_plan(load_config(ROOT / "configs" / "demo.toml", seed=1), "block")
+    children = pa.table({"geocode": ["b2", "b1", "b3"], "units": [[1], [2], [3]]})
+    table = family_table(_answer_rows(plan, ["b1", "b2", "b3"]), children, plan.queries)
+    assert table.column("geocode").to_pylist() == ["b1", "b2", "b3"]
+    assert table.column("units").to_pylist() == [[2], [1], [3]]
+    for i, q in enumerate(plan.queries):
+        assert table.column(f"q{i}").to_pylist() == [[10 * c + i] * q.size for c in range(3)]
+
+
+@pytest.mark.parametrize(
+    ("damage", "message"),
+    [
+        (lambda t: t.slice(1), "has no noisy answer to query"),
+        (lambda t: pa.concat_tables([t, t.slice(0, 1)]), "has two noisy answers to query"),
+        (
+            lambda t: pa.concat_tables([t, t.slice(0, 1).set_column(0, "geocode", [["b9"]])]),
+            "noisy answer for geounit b9",
+        ),
+    ],
+)
+def test_family_table_refuses_missing_repeated_or_unexpected_answers(damage, message):
+    plan = level_plan(load_config(ROOT / "configs" / "demo.toml", seed=1), "block")
+    children = pa.table({"geocode": ["b1", "b2"], "units": [[1], [2]]})
+    rows = damage(_answer_rows(plan, ["b1", "b2"]))
+    with pytest.raises(InternalError, match=message):
+        family_table(rows, children, plan.queries)
