@@ -66,6 +66,15 @@ def _highs_model(program: LinearProgram) -> highspy.HighsLp:
 #: (loaded), the same optimum; on small LPs simplex is faster.
 LARGE_LP_COLUMNS = 5000
 
+#: LPs with fewer columns than this skip HiGHS's presolve: on the small LPs of block and
+#: block-group families (the rounding's relaxation, the feasibility LP) it costs more
+#: than it saves. Measured on 492 such LPs (synthetic 1M and RI block families, tract and
+#: county families): under 100 columns 0.053 -> 0.027 s, 100-300 0.098 -> 0.045 s,
+#: 300-1000 0.72 -> 0.41 s; 1000-2000 columns the same time either way. The 80 synthetic
+#: block families replayed: 2.96 -> 2.67 s, identical counts; 80 RI families: 2.66 ->
+#: 2.46 s, identical counts in 79 (the other's LP reached another optimal vertex).
+SMALL_LP_COLUMNS = 1000
+
 
 def solve_highs(
     program: LinearProgram,
@@ -75,8 +84,9 @@ def solve_highs(
     node_limit: int | None = None,
     rins: bool = True,
 ) -> HighsResult:
-    """Run HiGHS (an LP by simplex, or by interior point + crossover when it has at least
-    LARGE_LP_COLUMNS columns; a MIP by branch and cut) on ``program``, single-threaded.
+    """Run HiGHS (an LP by simplex, without presolve below SMALL_LP_COLUMNS columns, or by
+    interior point + crossover when it has at least LARGE_LP_COLUMNS; a MIP by branch and
+    cut) on ``program``, single-threaded.
 
     A MIP stops when its incumbent is within ``relative_gap`` of the bound (0: closed
     exactly, to an absolute 1e-7), or after ``node_limit`` branch-and-bound nodes (a
@@ -102,6 +112,8 @@ def solve_highs(
         highs.setOptionValue("mip_heuristic_run_rins", False)
     if program.integer is None and program.cost.size >= LARGE_LP_COLUMNS:
         highs.setOptionValue("solver", "ipm")
+    if program.integer is None and program.cost.size < SMALL_LP_COLUMNS:
+        highs.setOptionValue("presolve", "off")
     highs.passModel(_highs_model(program))
     if start is not None:
         solution = highspy.HighsSolution()
