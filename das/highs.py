@@ -71,8 +71,8 @@ LARGE_LP_COLUMNS = 5000
 #: than it saves. Measured on 492 such LPs (synthetic 1M and RI block families, tract and
 #: county families): under 100 columns 0.053 -> 0.027 s, 100-300 0.098 -> 0.045 s,
 #: 300-1000 0.72 -> 0.41 s; 1000-2000 columns the same time either way. The 80 synthetic
-#: block families replayed: 2.96 -> 2.67 s, identical counts; 80 RI families: 2.66 ->
-#: 2.46 s, identical counts in 79 (the other's LP reached another optimal vertex).
+#: block families replayed: 2.9-3.0 -> 2.6-2.7 s, identical counts; 80 RI families: 2.66
+#: -> 2.38-2.46 s, identical counts in 79 (the other's LP reached another optimal vertex).
 SMALL_LP_COLUMNS = 1000
 
 
