@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import signal
 import subprocess
@@ -13,7 +14,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from das.config import load_config
 from das.fixture_synthetic import write_synthetic_fixture
+from das.run import run_job
 from das.validate import validate_run
 from tests.conftest import ROOT
 
@@ -75,7 +78,7 @@ def _file_bytes(directory: Path) -> dict[str, bytes]:
     }
 
 
-def test_killed_mid_level_then_resumed_gives_a_valid_run(spark, fixture_input, tmp_path):
+def test_killed_mid_level_then_resumed_gives_a_valid_run(spark, fixture_input, tmp_path, caplog):
     output = tmp_path / "run"
     process = _das("run", *_job_args(fixture_input, output, seed=5))
     deadline = time.monotonic() + 300
@@ -101,6 +104,16 @@ def test_killed_mid_level_then_resumed_gives_a_valid_run(spark, fixture_input, t
     metrics = pd.read_csv(output / "confidential" / "metrics.csv")
     assert {"protected", "noisy"} == set(metrics["source"])
     assert "no error sums" not in log
+
+    # A kill between the NMF's _SUCCESS and the saving of its error sums leaves no sums: a
+    # run resumed then reports the protected output alone, and says so.
+    (output / "confidential" / "measurement_errors.csv").unlink()
+    with caplog.at_level(logging.WARNING, logger="das.run"):
+        run_job(load_config(DEMO, seed=5), str(fixture_input), str(output), True, spark)
+    assert "saved no error sums of its noisy measurements" in caplog.text
+    metrics = pd.read_csv(output / "confidential" / "metrics.csv")
+    assert set(metrics["source"]) == {"protected"}
+    assert _file_bytes(output / "nmf") == nmf_before
 
 
 def test_spark_submit_gives_the_same_output_as_das_run(fixture_input, tmp_path):
