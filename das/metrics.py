@@ -64,6 +64,8 @@ _PARTIAL = T.StructType(
         T.StructField("signed", T.DoubleType()),
     ]
 )
+#: Columns of error sums that carry their level (the measurement's, and as saved).
+_LEVEL_SUMS = ["level", *_PARTIAL.fieldNames()]
 
 
 # ---- bins -----------------------------------------------------------------------------------
@@ -189,8 +191,8 @@ def run_errors(
     for lv in levels:
         queries = config.queries[lv]
         # total population is always reported, measured at this level or not (the US is not)
-        measured = any(q.name == "total" for q in queries)
-        reported[lv] = queries if measured else (total, *queries)
+        total_measured = any(q.name == "total" for q in queries)
+        reported[lv] = queries if total_measured else (total, *queries)
 
     def partial(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
@@ -217,7 +219,9 @@ def run_errors(
     )
 
 
-def batch_errors(batch: pa.Table, queries: Sequence[Query], groups: np.ndarray | None) -> pd.DataFrame:
+def batch_errors(
+    batch: pa.Table, queries: Sequence[Query], groups: np.ndarray | None
+) -> pd.DataFrame:
     """The protected output's error sums over a batch of geounits, per (query, bin pair).
 
     ``batch`` holds t_cells/t_counts (truth) and p_cells/p_counts (protected). Rows are
@@ -253,14 +257,12 @@ def measurement_errors(
     """
     n = len(cells)
     if n == 0:
-        return _empty_sums(["level", *_PARTIAL.fieldNames()])
+        return _empty_sums(_LEVEL_SUMS)
     rows = np.repeat(np.arange(n), [c.size for c in cells])
     weights = np.concatenate(counts).astype(np.float64)
     bins = _bins(rows, np.concatenate(cells), weights, n, groups)
-    every = np.ones(n, dtype=bool)
     frames = [
-        bins.sums("noisy", q, np.stack([g[j] for g in noises]), every)
-        for j, q in enumerate(queries)
+        bins.sums("noisy", q, np.stack([g[j] for g in noises])) for j, q in enumerate(queries)
     ]
     return pd.concat(frames, ignore_index=True).assign(level=level)
 
@@ -269,7 +271,7 @@ def add_error_sums(parts: list[pd.DataFrame]) -> pd.DataFrame:
     """Error sums of several parts added per (level, source, query, bin pair)."""
     parts = [p for p in parts if not p.empty]
     if not parts:
-        return _empty_sums(["level", *_PARTIAL.fieldNames()])
+        return _empty_sums(_LEVEL_SUMS)
     keys = ["level", *_KEYS]
     return pd.concat(parts, ignore_index=True).groupby(keys, as_index=False)[_SUMS].sum()
 
@@ -279,20 +281,23 @@ def _empty_sums(columns: list[str]) -> pd.DataFrame:
 
 
 def _dtype(column: str) -> str:
-    return "object" if column in ("level", *_KEYS) else ("int64" if column == "cells" else "float64")
+    return (
+        "object" if column in ("level", *_KEYS) else ("int64" if column == "cells" else "float64")
+    )
 
 
-def _chunk_errors(chunk: pa.Table, queries: Sequence[Query], groups: np.ndarray | None) -> pd.DataFrame:
+def _chunk_errors(
+    chunk: pa.Table, queries: Sequence[Query], groups: np.ndarray | None
+) -> pd.DataFrame:
     n = chunk.num_rows
     rows, cells, counts = _flatten(chunk, "t_cells", "t_counts")
     p_rows, p_cells, p_counts = _flatten(chunk, "p_cells", "p_counts")
     bins = _bins(rows, cells, counts, n, groups)
     frames = []
-    every = np.ones(n, dtype=bool)
     for q in queries:
         true = _answers(rows, q.cell_map[cells], counts, n, q.size)
         protected = _answers(p_rows, q.cell_map[p_cells], p_counts, n, q.size)
-        frames.append(bins.sums("protected", q, protected - true, every))
+        frames.append(bins.sums("protected", q, protected - true))
     return pd.concat(frames, ignore_index=True)
 
 
@@ -318,9 +323,9 @@ class _Bins:
     size_labels: list[str]
     diversity_labels: list[str]
 
-    def sums(self, source: str, query: Query, error: np.ndarray, rows: np.ndarray) -> pd.DataFrame:
-        """Error sums of one (source, query) per bin pair; ``error`` holds the ``rows`` only."""
-        code = self.code[rows]
+    def sums(self, source: str, query: Query, error: np.ndarray) -> pd.DataFrame:
+        """Error sums of one (source, query) per bin pair (``error``: geounits x query cells)."""
+        code = self.code
         pairs = len(self.size_labels) * len(self.diversity_labels)
         geounits = np.bincount(code, minlength=pairs)
         used = np.flatnonzero(geounits)
@@ -409,9 +414,8 @@ def read_measurement_errors(spark: SparkSession, directory: str) -> pd.DataFrame
     path = f"{directory}/{MEASUREMENT_ERRORS}"
     if not storage.exists(spark, path):
         return None
-    columns = ["level", *_PARTIAL.fieldNames()]
     text = io.StringIO(storage.read_text(spark, path))
-    return pd.read_csv(text, dtype={c: _dtype(c) for c in columns}, keep_default_na=False)
+    return pd.read_csv(text, dtype={c: _dtype(c) for c in _LEVEL_SUMS}, keep_default_na=False)
 
 
 def write_metrics(spark: SparkSession, table: pd.DataFrame, directory: str) -> None:
