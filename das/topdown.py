@@ -298,7 +298,9 @@ def _family_rows(plan: LevelPlan, group: pa.Table, parent: np.ndarray | None) ->
     query, and its conversion cost more per family than Spark's grouping).
     """
     start = time.perf_counter()
-    group = group.take(pc.sort_indices(group, [("geocode", "ascending")]))  # Spark: no order
+    order = pc.sort_indices(group, [("geocode", "ascending")]).to_numpy()
+    if not np.array_equal(order, np.arange(group.num_rows)):  # Spark's groups have no order;
+        group = group.take(order)  # family_table's are sorted already (no copy needed)
     answers = {q.name: _matrix(group, f"q{i}", np.float64) for i, q in enumerate(plan.queries)}
     units = _matrix(group, "units", np.int64)
     totals = group.column("total").to_numpy().astype(np.int64) if plan.totals_invariant else None
