@@ -246,14 +246,14 @@ def measurement_errors(
     queries: Sequence[Query],
     cells: list[np.ndarray],
     counts: list[np.ndarray],
-    noises: list[list[np.ndarray]],
+    noises: list[np.ndarray],
     groups: np.ndarray | None,
 ) -> pd.DataFrame:
     """The noisy answers' error sums over some geounits of ``level``, per (query, bin pair).
 
     Taken where the noise is drawn (``das.measure``): the error of a noisy answer is
     exactly its noise. ``cells``/``counts`` are each geounit's true histogram (for its
-    bins), ``noises[g][j]`` the noise added to queries[j] at geounit g.
+    bins), ``noises[j]`` the noise added to queries[j] (geounits x query size).
     """
     n = len(cells)
     if n == 0:
@@ -261,9 +261,7 @@ def measurement_errors(
     rows = np.repeat(np.arange(n), [c.size for c in cells])
     weights = np.concatenate(counts).astype(np.float64)
     bins = _bins(rows, np.concatenate(cells), weights, n, groups)
-    frames = [
-        bins.sums("noisy", q, np.stack([g[j] for g in noises])) for j, q in enumerate(queries)
-    ]
+    frames = [bins.sums("noisy", q, noise) for q, noise in zip(queries, noises, strict=True)]
     return pd.concat(frames, ignore_index=True).assign(level=level)
 
 

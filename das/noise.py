@@ -113,7 +113,7 @@ import math
 import operator
 import secrets
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from functools import lru_cache
@@ -126,7 +126,7 @@ from das import noise_kernel
 from das.errors import InternalError
 from das.exact import parse_fraction
 
-__all__ = ["Rng", "discrete_gaussian", "secure_rng", "seeded_rng"]
+__all__ = ["Rng", "discrete_gaussian", "discrete_gaussian_rows", "secure_rng", "seeded_rng"]
 
 _KEY_BYTES = 32
 _SEED_DOMAIN = b"das.noise.seeded_rng.v1\x00"
@@ -144,6 +144,7 @@ _TABLE_MAX = 1 << 17  # thresholds are tabulated when the table has at most this
 _TABLE_REACH = 64  # the final-test table covers X < 64 t; P(X >= 64 t) = exp(-64)
 _LIST_MAX = 1 << 13  # tables up to this size are also kept as Python lists (for _scalar)
 _CHUNK_OUTPUTS = 1 << 15  # outputs per vectorised round: keeps the arrays cache-sized
+_ROWS_WORDS = 1 << 17  # words per call of discrete_gaussian_rows' loop (1 MiB)
 _SCALAR_TAIL = 16  # the V loop finishes its last few elements in Python
 _MASK32 = 0xFFFF_FFFF
 
@@ -250,6 +251,12 @@ class Rng:
     def _draw(self, n: int) -> np.ndarray:
         """The next ``n`` words as a new array: buffered words first, then fresh keystream."""
         out = np.empty(n, dtype=np.uint64)
+        self._draw_into(out)
+        return out
+
+    def _draw_into(self, out: np.ndarray) -> None:
+        """The next ``out.size`` words into ``out`` (C-contiguous uint64), as ``_draw``."""
+        n = out.size
         have = min(n, self._end - self._pos)
         if have:
             out[:have] = self._buf[self._pos : self._pos + have]
@@ -262,7 +269,6 @@ class Rng:
             out[have:] = self._buf[:rest]
             self._pos = rest
         self._used += n
-        return out
 
     def _word(self) -> int:
         """The next word as a Python int (for the exact path and one-at-a-time sampling)."""
@@ -296,6 +302,49 @@ def discrete_gaussian(sigma2: Fraction | int | str, size: int, rng: Rng) -> np.n
     exactly: a Fraction, an int, or a string such as "1/3" or "2.5".
     """
     return _sample(_parse_sigma2(sigma2), _check_count(size, "size"), _check_rng(rng))
+
+
+def discrete_gaussian_rows(
+    sigma2: Fraction | int | str, size: int, rngs: Sequence[Rng]
+) -> np.ndarray:
+    """A (len(rngs), size) int64 array whose row i is exactly
+    ``discrete_gaussian(sigma2, size, rngs[i])``, each generator left where that call
+    leaves it.
+
+    Why: the measurement draws one short vector per (geounit, query), each from its own
+    generator, and a call's fixed cost (checks, the plan, the compiled loop's dispatch and
+    the Python around it: about 10 us) was most of a block's eleven queries. Here every
+    stream's first words are drawn into one array and one compiled call runs all the
+    rows; a row it hands back (out of words, or an ambiguous decision: rare) finishes
+    alone, in ``_compiled``'s own loop. A row's draws are a function of its stream's words
+    only, read in the same order, so they do not depend on the other rows.
+    """
+    sigma2 = _parse_sigma2(sigma2)
+    size = _check_count(size, "size")
+    rngs = [_check_rng(rng) for rng in rngs]
+    plan = _plan(sigma2.numerator, sigma2.denominator, _TOLERANCE)
+    out = np.empty((len(rngs), size), dtype=np.int64)
+    if plan.compiled_tables is None or size == 0:
+        for i, rng in enumerate(rngs):
+            out[i] = _sample(sigma2, size, rng)
+        return out
+    first = min(size, _CHUNK_OUTPUTS)
+    width = plan.words_for(first)
+    step = max(1, _ROWS_WORDS // width)  # rows per compiled call: a cache-sized word array
+    step_a, step_b, final_a, final_b = plan.compiled_tables
+    for begin in range(0, len(rngs), step):
+        block = rngs[begin : begin + step]
+        words = np.empty((len(block), width), dtype=np.uint64)
+        for i, rng in enumerate(block):
+            rng._draw_into(words[i])
+        rows = out[begin : begin + step]
+        status, pos, filled = noise_kernel.candidates_rows(
+            words.view(np.int64), rows, first, plan.t, plan.lemire_reject, plan.reach,
+            step_a, step_b, final_a, final_b, plan.e1_a, plan.e1_b,
+        )  # fmt: skip
+        for i in np.flatnonzero((status != noise_kernel.DONE) | (filled < size)):
+            _compiled_from(plan, block[i], words[i], int(pos[i]), rows[i], int(filled[i]), None)
+    return out
 
 
 @dataclass
@@ -503,9 +552,25 @@ def _compiled(plan: _Plan, size: int, rng: Rng, stats: _Stats | None) -> np.ndar
     more words, or here in Python on the same words.
     """
     out = np.empty(size, dtype=np.int64)
-    step_a, step_b, final_a, final_b = plan.compiled_tables
     words = rng._draw(plan.words_for(min(size, _CHUNK_OUTPUTS)))
-    pos = filled = 0
+    _compiled_from(plan, rng, words, 0, out, 0, stats)
+    return out
+
+
+def _compiled_from(
+    plan: _Plan,
+    rng: Rng,
+    words: np.ndarray,
+    pos: int,
+    out: np.ndarray,
+    filled: int,
+    stats: _Stats | None,
+) -> None:
+    """Fill ``out[filled:]`` as ``_compiled`` does from the point where ``words[pos:]`` are
+    the stream's next unread words (then ``rng``'s): the loop of ``_compiled``, also what
+    finishes the rows ``discrete_gaussian_rows`` hands back."""
+    size = out.size
+    step_a, step_b, final_a, final_b = plan.compiled_tables
     while filled < size:
         stop = min(size, filled + _CHUNK_OUTPUTS)
         status, pos, filled, tried = noise_kernel.candidates(
@@ -526,7 +591,6 @@ def _compiled(plan: _Plan, size: int, rng: Rng, stats: _Stats | None) -> np.ndar
             words, pos = cursor.words, cursor.pos
         elif status == noise_kernel.GEOMETRIC_TOO_LONG:
             _check_geometric(1 << 21)
-    return out
 
 
 class _Cursor:

@@ -113,3 +113,32 @@ def candidates(
         out[filled] = -x if negative else x
         filled += 1
     return DONE, pos, filled, tried
+
+
+@njit
+def candidates_rows(
+    words: np.ndarray,
+    out: np.ndarray,
+    stop: int,
+    t: int,
+    reject: int,
+    reach: int,
+    step_a: np.ndarray,
+    step_b: np.ndarray,
+    final_a: np.ndarray,
+    final_b: np.ndarray,
+    e1_a: int,
+    e1_b: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``candidates`` on each row: fill ``out[i, :stop]`` from ``words[i]`` (one stream per
+    row, from its first word); return each row's (status, pos, filled)."""
+    rows = out.shape[0]
+    status = np.empty(rows, dtype=np.int64)
+    pos = np.empty(rows, dtype=np.int64)
+    filled = np.empty(rows, dtype=np.int64)
+    for i in range(rows):
+        status[i], pos[i], filled[i], _ = candidates(
+            words[i], 0, out[i, :stop], 0, t, reject, reach,
+            step_a, step_b, final_a, final_b, e1_a, e1_b,
+        )  # fmt: skip
+    return status, pos, filled

@@ -9,8 +9,8 @@ import pandas as pd
 import pytest
 
 from das.config import load_config
-from das.measure import NMF_SCHEMA, pivot_measurements, read_nmf, write_nmf
-from das.noise import seeded_rng
+from das.measure import NMF_SCHEMA, noise_label, pivot_measurements, read_nmf, write_nmf
+from das.noise import discrete_gaussian, seeded_rng
 from das.read import read_histograms
 from tests.conftest import ROOT
 from tests.helpers import tiny_input, write_input
@@ -64,6 +64,29 @@ def test_nmf_columns_variances_and_no_raw_counts(spark, tmp_path):
                 assert len(row["values"]) == query.size  # zero cells included
 
 
+def test_each_answer_is_the_truth_plus_its_own_streams_noise(spark, tmp_path):
+    """The measurement draws a whole run of geounits per sampler call: each NMF row must
+    still be its own geounit's true answer plus the draws of its own (level, geocode,
+    query) stream, as one call per measurement would give."""
+    config, levels, rows = _nmf(spark, tmp_path, "nmf", partitions=2)
+    rng = seeded_rng(config.seed)
+    checked = 0
+    for level in config.geography.names:
+        for geounit in levels[level].frame.collect():
+            cells = np.asarray(geounit["cells"], dtype=np.int64)
+            counts = np.asarray(geounit["counts"], dtype=np.int64)
+            for query in config.queries[level]:
+                stream = rng.child(noise_label(level, geounit["geocode"], query.name))
+                noise = discrete_gaussian(
+                    config.budget.sigma2(level, query.name), query.size, stream
+                )
+                want = query.answer(cells, counts) + noise
+                got = rows[(level, geounit["geocode"], query.name)]["values"]
+                np.testing.assert_array_equal(got, want)
+                checked += 1
+    assert checked == len(rows)
+
+
 def test_noise_has_the_configured_variance(spark, tmp_path):
     # a small rho makes the noise dominate; compare noisy - true with sigma^2 per query
     config, levels, rows = _nmf(spark, tmp_path, "nmf", partitions=2, rho="1/100")
@@ -92,7 +115,9 @@ def test_pivot_puts_each_query_in_its_column_and_refuses_a_query_measured_twice(
     pivot = pivot_measurements(nmf, ["geocode"], ["votingage", "total", "hhgq"])
     got = {r["geocode"]: (r["q0"], r["q1"], r["q2"]) for r in pivot.collect()}
     assert got == {"1": ([2, 3], [5], None), "2": ([7, -1], None, None)}
-    twice = spark.createDataFrame([*rows, ("block", "2", "votingage", [0, 0], 1.0, "1")], NMF_SCHEMA)
+    twice = spark.createDataFrame(
+        [*rows, ("block", "2", "votingage", [0, 0], 1.0, "1")], NMF_SCHEMA
+    )
     with pytest.raises(Exception, match="DUPLICATED_MAP_KEY"):
         pivot_measurements(twice, ["geocode"], ["votingage"]).collect()
 

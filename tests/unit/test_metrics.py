@@ -124,7 +124,7 @@ def _measured() -> pd.DataFrame:
     truth = _batch().select(["t_cells", "t_counts"]).to_pydict()
     cells = [np.array(truth["t_cells"][i], dtype=np.int64) for i in (0, 2)]
     counts = [np.array(truth["t_counts"][i], dtype=np.int64) for i in (0, 2)]
-    noises = [[np.array([2])], [np.array([-1])]]
+    noises = [np.array([[2], [-1]])]  # one query (total): geounits x 1
     total = [PL94.query("total")]
     return measurement_errors("block", total, cells, counts, noises, diversity_groups(PL94))
 

@@ -51,6 +51,7 @@ from das.noise import (
     _Stats,
     _thresholds,
     discrete_gaussian,
+    discrete_gaussian_rows,
     secure_rng,
     seeded_rng,
 )
@@ -264,7 +265,9 @@ def test_compiled_path_gives_the_scalar_paths_draws(sigma2: Fraction, size: int)
     the same candidates counted. 70,000 draws cross two of its batches."""
     compiled, scalar = _Stats(), _Stats()
     got = _sample(sigma2, size, seeded_rng(8), path="compiled", stats=compiled)
-    np.testing.assert_array_equal(got, _sample(sigma2, size, seeded_rng(8), path="scalar", stats=scalar))
+    np.testing.assert_array_equal(
+        got, _sample(sigma2, size, seeded_rng(8), path="scalar", stats=scalar)
+    )
     assert compiled == scalar
     np.testing.assert_array_equal(got, discrete_gaussian(sigma2, size, seeded_rng(8)))
     if size >= 2016:  # not the numpy path in disguise (few draws at t = 1 can agree by chance)
@@ -285,6 +288,47 @@ def test_compiled_path_hands_back_undecided_candidates_and_short_buffers(
     monkeypatch.setattr(noise._Plan, "words_for", lambda self, need: 3)
     short = _sample(sigma2, 3000, seeded_rng(9), path="compiled")
     np.testing.assert_array_equal(short, _sample(sigma2, 3000, seeded_rng(9), path="scalar"))
+
+
+def _rows_against_calls(sigma2: Fraction, size: int, want_tolerance: float = _TOLERANCE) -> None:
+    """discrete_gaussian_rows gives each stream the draws of its own call, and leaves every
+    stream where that call leaves it (the next words match)."""
+    base = seeded_rng(21)
+    rows_rngs = [base.child(f"g{i}") for i in range(5)]
+    call_rngs = [base.child(f"g{i}") for i in range(5)]
+    got = discrete_gaussian_rows(sigma2, size, rows_rngs)
+    want = [_sample(sigma2, size, rng, tolerance=want_tolerance) for rng in call_rngs]
+    assert got.shape == (5, size) and got.dtype == np.int64
+    for row, expected in zip(got, want, strict=True):
+        np.testing.assert_array_equal(row, expected)
+    assert [r.words_used for r in rows_rngs] == [r.words_used for r in call_rngs]
+    assert [r.random_uint64(2).tolist() for r in rows_rngs] == [
+        r.random_uint64(2).tolist() for r in call_rngs
+    ]
+
+
+@pytest.mark.parametrize(
+    "sigma2",
+    [Fraction(1, 10), Fraction(293764, 114921), Fraction(157020393, 8078510), Fraction(10**8)],
+    ids=["t=1", "t=2", "t=5", "no-tables"],
+)
+@pytest.mark.parametrize("size", [0, 1, 2016, 40_000])
+def test_rows_give_each_stream_its_own_calls_draws(sigma2: Fraction, size: int) -> None:
+    """40,000 draws cross the loop's batch of 32,768; t = 10^4 takes the numpy path."""
+    _rows_against_calls(sigma2, size)
+
+
+@pytest.mark.parametrize("sigma2", [Fraction(1, 10), Fraction(293764, 114921)], ids=str)
+def test_rows_hand_back_undecided_candidates_and_short_buffers(
+    sigma2: Fraction, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Rows the compiled loop hands back (every decision ambiguous; every buffer 3 words
+    long) are finished one by one and still give each call's draws."""
+    with monkeypatch.context() as patch:
+        patch.setattr(noise, "_TOLERANCE", 1e6)
+        _rows_against_calls(sigma2, 300, want_tolerance=1e6)
+    monkeypatch.setattr(noise._Plan, "words_for", lambda self, need: 3)
+    _rows_against_calls(sigma2, 300)
 
 
 @pytest.mark.parametrize(
@@ -333,8 +377,13 @@ def _assert_bracket(a: np.ndarray, b: np.ndarray, gammas: list[tuple[int, int]])
 
 @pytest.mark.parametrize(
     "sigma2",
-    [Fraction(1, 10), Fraction(1, 3), Fraction(293764, 114921), Fraction(10**4),
-     Fraction(10**12 + 39, 10**12 - 11)],
+    [
+        Fraction(1, 10),
+        Fraction(1, 3),
+        Fraction(293764, 114921),
+        Fraction(10**4),
+        Fraction(10**12 + 39, 10**12 - 11),
+    ],
     ids=str,
 )
 def test_float_thresholds_bracket_the_exact_probabilities(sigma2: Fraction) -> None:
@@ -369,7 +418,6 @@ def test_float_thresholds_bracket_without_tables() -> None:
     _assert_bracket(a, b, [(u, t) for u in us.tolist()])
 
 
-
 def _exp_neg_decimal(num: int, den: int, digits: int) -> Decimal:
     with localcontext() as ctx:
         ctx.prec = digits
@@ -378,8 +426,18 @@ def _exp_neg_decimal(num: int, den: int, digits: int) -> Decimal:
 
 @pytest.mark.parametrize(
     ("num", "den"),
-    [(0, 1), (1, 1), (1, 7), (5, 7), (3, 1), (100, 3), (2**40 + 1, 2**40), (10**30, 1),
-     ((3 * 2 * 5 - 7) ** 2, 2 * 7 * 5 * 4), (45 * 10**12 + 1, 10**12)],
+    [
+        (0, 1),
+        (1, 1),
+        (1, 7),
+        (5, 7),
+        (3, 1),
+        (100, 3),
+        (2**40 + 1, 2**40),
+        (10**30, 1),
+        ((3 * 2 * 5 - 7) ** 2, 2 * 7 * 5 * 4),
+        (45 * 10**12 + 1, 10**12),
+    ],
 )
 @pytest.mark.parametrize("prec", [53, 117, 245])
 def test_exp_bounds_bracket_the_true_value(num: int, den: int, prec: int) -> None:
@@ -529,7 +587,8 @@ def test_pickle_of_an_unused_rng_replays_the_fresh_stream() -> None:
     clone = pickle.loads(pickle.dumps(rng))
     assert clone.words_used == 0
     np.testing.assert_array_equal(
-        discrete_gaussian(50, 3000, clone), discrete_gaussian(50, 3000, seeded_rng(5).child("spark"))
+        discrete_gaussian(50, 3000, clone),
+        discrete_gaussian(50, 3000, seeded_rng(5).child("spark")),
     )
     # The Spark pattern: ship the root, derive children on the executor.
     shipped = pickle.loads(pickle.dumps(seeded_rng(5)))
