@@ -227,7 +227,7 @@ def solve_family(
     notes = []
     counts = None
     gap = 0.0
-    for pass_queries in plan.passes:
+    for index, pass_queries in enumerate(plan.passes):
         if totals is not None and pass_queries == ("total",):
             continue  # the totals are already exact: nothing to estimate in this pass
         # Dividing every weight of the pass by the largest leaves the minimiser unchanged and
@@ -267,6 +267,8 @@ def solve_family(
             )
         if solution.failsafe_used:
             notes.append(f"{'+'.join(pass_queries)}: {solution.failsafe_reason}")
+        if index == len(plan.passes) - 1:
+            break  # the last pass: no later pass holds its answers fixed
         totals = counts.sum(axis=1)
         fixed += [
             FixedQuery(q, by_name[q].matrix, (by_name[q].matrix @ counts.T).T)
