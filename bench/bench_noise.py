@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from das.noise import _sample, _Stats, discrete_gaussian, secure_rng
+from das.noise import _sample, _Stats, discrete_gaussian, discrete_gaussian_rows, secure_rng
 
 SIGMA2S = (Fraction(1), Fraction(10), Fraction(100), Fraction(10**4))
 RESULTS = Path(__file__).resolve().parent / "results" / "noise.json"
@@ -71,6 +71,26 @@ def per_call_us(sigma2: Fraction, size: int, calls: int, fresh_child: bool) -> f
                 discrete_gaussian(sigma2, size, root)
 
     return statistics.median(timed(run, 3)) / calls * 1e6
+
+
+def per_stream_us(sigma2: Fraction, size: int, streams: int) -> dict[str, float]:
+    """The measurement's pattern, a fresh child per (geounit, query): microseconds per stream
+    with one call each (``discrete_gaussian``) and with one call for all the streams
+    (``discrete_gaussian_rows``, what das.measure does), median of 3 runs each."""
+    root = secure_rng()
+    labels = [f"block|{i:015d}|q" for i in range(streams)]
+
+    def calls() -> None:
+        for label in labels:
+            discrete_gaussian(sigma2, size, root.child(label))
+
+    def rows() -> None:
+        discrete_gaussian_rows(sigma2, size, [root.child(label) for label in labels])
+
+    return {
+        "one_call_per_stream_us": statistics.median(timed(calls, 3)) / streams * 1e6,
+        "one_call_for_all_us": statistics.median(timed(rows, 3)) / streams * 1e6,
+    }
 
 
 def opendp_throughput(sigma2: Fraction, size: int, repeats: int) -> dict[str, float] | None:
@@ -152,6 +172,10 @@ def main(argv: list[str] | None = None) -> dict[str, object]:
                     "us_per_call": per_call_us(Fraction(10), size, calls, fresh),
                 }
             )
+    streams = [
+        {"sigma2": "10", "size": size, **per_stream_us(Fraction(10), size, n)}
+        for size, n in ((2, 5_000), (2016, 1_000))
+    ]
     root = secure_rng()
     child_us = statistics.median(timed(lambda: [root.child(f"b|{i}") for i in range(20_000)], 3))
 
@@ -166,6 +190,7 @@ def main(argv: list[str] | None = None) -> dict[str, object]:
         "opendp_size": args.opendp_size,
         "throughput": rows,
         "per_call": overhead,
+        "per_stream": streams,
         "child_creation_us": child_us / 20_000 * 1e6,
         "keystream_gbytes_per_s": keystream_gbytes_per_s(),
     }
@@ -192,6 +217,10 @@ def report(result: dict[str, object]) -> None:
     print(f"\n{'size':>6} {'child per call':>15} {'us/call':>9}")
     for row in result["per_call"]:
         print(f"{row['size']:>6} {row['fresh_child_per_call']!s:>15} {row['us_per_call']:9.1f}")
+    print(f"\n{'size':>6} {'us/stream, a call each':>23} {'one call for all':>17}")
+    for row in result["per_stream"]:
+        print(f"{row['size']:>6} {row['one_call_per_stream_us']:23.1f} "
+              f"{row['one_call_for_all_us']:17.1f}")
     print(f"\nchild(label): {result['child_creation_us']:.2f} us; "
           f"keystream: {result['keystream_gbytes_per_s']:.2f} GB/s")
 

@@ -332,9 +332,10 @@ def discrete_gaussian_rows(
     width = plan.words_for(first)
     step = max(1, _ROWS_WORDS // width)  # rows per compiled call: a cache-sized word array
     step_a, step_b, final_a, final_b = plan.compiled_tables
+    buffer = np.empty((min(step, len(rngs)), width), dtype=np.uint64)  # reused: no page faults
     for begin in range(0, len(rngs), step):
         block = rngs[begin : begin + step]
-        words = np.empty((len(block), width), dtype=np.uint64)
+        words = buffer[: len(block)]
         for i, rng in enumerate(block):
             rng._draw_into(words[i])
         rows = out[begin : begin + step]

@@ -48,27 +48,14 @@ def test_same_seed_same_noise_whatever_the_partitioning(spark, tmp_path):
     assert any(one[k]["values"] != other[k]["values"] for k in one)
 
 
-def test_nmf_columns_variances_and_no_raw_counts(spark, tmp_path):
+def test_nmf_columns_variances_and_each_answer_from_its_own_stream(spark, tmp_path):
+    """Columns, variances, no raw counts; and, as the measurement draws a whole run of
+    geounits per sampler call, that each row is still its own geounit's true answer plus
+    the draws of its own (level, geocode, query) stream, as one call per row would give."""
     config, levels, rows = _nmf(spark, tmp_path, "nmf", partitions=2)
     written = spark.read.parquet(str(tmp_path / "nmf"))
     assert written.columns == NMF_SCHEMA.fieldNames()
     assert not {"cells", "counts", "count", "true", "raw"} & set(written.columns)
-    for level in config.geography.names:
-        geocodes = {r["geocode"] for r in levels[level].frame.collect()}
-        for query in config.queries[level]:
-            for geocode in geocodes:
-                row = rows[(level, geocode, query.name)]
-                sigma2 = config.budget.sigma2(level, query.name)
-                assert Fraction(row["variance_exact"]) == sigma2
-                assert row["variance"] == float(sigma2)
-                assert len(row["values"]) == query.size  # zero cells included
-
-
-def test_each_answer_is_the_truth_plus_its_own_streams_noise(spark, tmp_path):
-    """The measurement draws a whole run of geounits per sampler call: each NMF row must
-    still be its own geounit's true answer plus the draws of its own (level, geocode,
-    query) stream, as one call per measurement would give."""
-    config, levels, rows = _nmf(spark, tmp_path, "nmf", partitions=2)
     rng = seeded_rng(config.seed)
     checked = 0
     for level in config.geography.names:
@@ -76,13 +63,13 @@ def test_each_answer_is_the_truth_plus_its_own_streams_noise(spark, tmp_path):
             cells = np.asarray(geounit["cells"], dtype=np.int64)
             counts = np.asarray(geounit["counts"], dtype=np.int64)
             for query in config.queries[level]:
+                row = rows[(level, geounit["geocode"], query.name)]
+                sigma2 = config.budget.sigma2(level, query.name)
+                assert Fraction(row["variance_exact"]) == sigma2
+                assert row["variance"] == float(sigma2)
                 stream = rng.child(noise_label(level, geounit["geocode"], query.name))
-                noise = discrete_gaussian(
-                    config.budget.sigma2(level, query.name), query.size, stream
-                )
-                want = query.answer(cells, counts) + noise
-                got = rows[(level, geounit["geocode"], query.name)]["values"]
-                np.testing.assert_array_equal(got, want)
+                noise = discrete_gaussian(sigma2, query.size, stream)  # zero cells included
+                np.testing.assert_array_equal(row["values"], query.answer(cells, counts) + noise)
                 checked += 1
     assert checked == len(rows)
 
