@@ -19,9 +19,13 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from das.config import load_config
+from das.config import Config, load_config
+from das.geography import Level
 from das.measure import read_nmf
 from das.read import geocode_of, read_histograms
 from das.spark import spark_session
@@ -35,6 +39,37 @@ def costliest_parents(run: Path, level: str, parent_length: int, top: int) -> li
     return [g[:parent_length] for g in frame["geocode"].head(top)]
 
 
+def parent_level_of(config: Config, level: str) -> Level:
+    return config.geography.levels[config.geography.names.index(level) - 1]
+
+
+def rebuild_families(
+    spark: SparkSession, config: Config, run: Path, input_dir: str, level: str, codes: list[str]
+) -> list[tuple[str, pa.Table, np.ndarray]]:
+    """(parent geocode, its children's rows as the level's Spark task saw them, the parent's
+    protected counts over all cells) for each parent in ``codes``, from a finished run."""
+    parent_level = parent_level_of(config, level)
+    plan = level_plan(config, level)
+    histograms = read_histograms(spark, config, input_dir)
+    children = (
+        children_frame(read_nmf(spark, str(run / "nmf")), histograms[level], plan)
+        .withColumn("parent", geocode_of("geocode", parent_level.length))
+        .filter(F.col("parent").isin(codes))
+        .toArrow()
+    )
+    parents = spark.read.schema(SOLUTION_SCHEMA).parquet(
+        checkpoint_path(str(run), parent_level.name)
+    )
+    rows = {r["geocode"]: r for r in parents.filter(F.col("geocode").isin(codes)).collect()}
+    families = []
+    for code in codes:
+        group = children.filter(pc.equal(children.column("parent"), code))
+        parent = np.zeros(config.schema.size, dtype=np.int64)
+        parent[np.asarray(rows[code]["cells"], dtype=np.int64)] = rows[code]["counts"]
+        families.append((code, group, parent))
+    return families
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("run")
@@ -46,27 +81,19 @@ def main() -> None:
     args = parser.parse_args()
     config = load_config(args.config, overrides=["run.production=false"], seed=1)
     spark = spark_session(config.file.spark, "profile family")
-    names = config.geography.names
-    index = names.index(args.level)
-    parent_level = config.geography.levels[index - 1]
     run = Path(args.run)
-    histograms = read_histograms(spark, config, args.input)
-    nmf = read_nmf(spark, str(run / "nmf"))
     plan = level_plan(config, args.level)
-    parents = spark.read.schema(SOLUTION_SCHEMA).parquet(checkpoint_path(str(run), names[index - 1]))
-    children = children_frame(nmf, histograms[args.level], plan).withColumn(
-        "parent", geocode_of("geocode", parent_level.length)
-    )
-    for parent_code in costliest_parents(run, args.level, parent_level.length, args.top):
-        group = children.filter(F.col("parent") == parent_code).toArrow()
-        row = parents.filter(F.col("geocode") == parent_code).first()
-        parent = np.zeros(config.schema.size, dtype=np.int64)
-        parent[np.asarray(row["cells"], dtype=np.int64)] = row["counts"]
+    codes = costliest_parents(run, args.level, parent_level_of(config, args.level).length, args.top)
+    for parent_code, group, parent in rebuild_families(
+        spark, config, run, args.input, args.level, codes
+    ):
         profiler = cProfile.Profile()
         start = time.perf_counter()
         profiler.runcall(_family_rows, plan, group, parent)
         seconds = time.perf_counter() - start
-        print(f"\n== {args.level} children of {parent_code}: {group.num_rows} children, {seconds:.2f} s")
+        print(
+            f"\n== {args.level} children of {parent_code}: {group.num_rows} children, {seconds:.2f} s"
+        )
         pstats.Stats(profiler).sort_stats("cumulative").print_stats(args.functions)
     spark.stop()
 

@@ -32,42 +32,22 @@ import numpy as np  # noqa: E402
 
 
 def capture(args: argparse.Namespace) -> None:
-    from pyspark.sql import functions as F
-
+    from bench.profile_family import parent_level_of, rebuild_families
     from das.config import load_config
-    from das.measure import read_nmf
-    from das.read import geocode_of, read_histograms
     from das.spark import spark_session
-    from das.topdown import SOLUTION_SCHEMA, checkpoint_path, children_frame, level_plan
+    from das.topdown import SOLUTION_SCHEMA, checkpoint_path
 
     config = load_config(args.config, overrides=["run.production=false"], seed=1)
     spark = spark_session(config.file.spark, "capture families")
-    names = config.geography.names
-    index = names.index(args.level)
-    parent_level = config.geography.levels[index - 1]
     run = Path(args.run)
-    histograms = read_histograms(spark, config, args.input)
-    plan = level_plan(config, args.level)
-    parents = spark.read.schema(SOLUTION_SCHEMA).parquet(
-        checkpoint_path(str(run), names[index - 1])
+    parents = checkpoint_path(str(run), parent_level_of(config, args.level).name)
+    codes = sorted(
+        r["geocode"]
+        for r in spark.read.schema(SOLUTION_SCHEMA).parquet(parents).select("geocode").collect()
     )
-    codes = sorted(r["geocode"] for r in parents.select("geocode").collect())
     rng = np.random.default_rng(args.seed)
     chosen = sorted(rng.choice(codes, size=min(args.families, len(codes)), replace=False))
-    children = (
-        children_frame(read_nmf(spark, str(run / "nmf")), histograms[args.level], plan)
-        .withColumn("parent", geocode_of("geocode", parent_level.length))
-        .filter(F.col("parent").isin(chosen))
-        .toArrow()
-    )
-    parent_rows = {r["geocode"]: r for r in parents.filter(F.col("geocode").isin(chosen)).collect()}
-    families = []
-    for code in chosen:
-        group = children.filter(children.column("parent").to_numpy(zero_copy_only=False) == code)
-        parent = np.zeros(config.schema.size, dtype=np.int64)
-        row = parent_rows[code]
-        parent[np.asarray(row["cells"], dtype=np.int64)] = row["counts"]
-        families.append((code, group, parent))
+    families = rebuild_families(spark, config, run, args.input, args.level, list(chosen))
     with open(args.out, "wb") as handle:
         pickle.dump({"config": args.config, "level": args.level, "families": families}, handle)
     sizes = [g.num_rows for _, g, _ in families]
