@@ -35,7 +35,7 @@ bench: install
 	$(BIN)/python -m bench.run_all
 
 ## make bench-e2e: the production job on the RI fixture and 1M/2M/4M synthetic states
-## (local[2]); prints the table, writes bench/results/e2e.json. Takes ~20 min on 2 cores.
+## (local[2]); prints the table, writes bench/results/e2e.json. Takes 20-35 min on 2 cores.
 bench-e2e: install
 	$(BIN)/python -m bench.bench_e2e
 
