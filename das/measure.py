@@ -25,7 +25,7 @@ from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from das.config import Config
-from das.metrics import add_error_sums, diversity_groups, measurement_errors
+from das.metrics import add_error_sums, diversity_groups, measurement_errors, row_sums
 from das.noise import Rng, discrete_gaussian_rows
 from das.read import LevelHistograms
 from das.schema import Query
@@ -53,34 +53,30 @@ def noise_label(level: str, geocode: str, query: str) -> str:
 def measure_geounits(
     level: str,
     geocodes: list[str],
-    cells: list[np.ndarray],
-    counts: list[np.ndarray],
+    rows: np.ndarray,
+    cells: np.ndarray,
+    counts: np.ndarray,
     queries: tuple[Query, ...],
     variances: dict[str, Fraction],
     rng: Rng,
 ) -> tuple[pa.RecordBatch, list[np.ndarray]]:
     """Noisy answers of every query at some geounits of one level, as an NMF batch (geounit
     by geounit, each with its queries in the given order), and the noise added to each
-    query: a (geounits x query size) array per query. Pure: the same inputs give the same
-    rows, and each (geounit, query) draws from its own stream whatever the batch.
+    query: a (geounits x query size) array per query. The geounits' true histograms are
+    flat (geounit row, cell, count) arrays. Pure: the same inputs give the same rows, and
+    each (geounit, query) draws from its own stream whatever the batch.
 
     One ``discrete_gaussian_rows`` call per query serves all the geounits: a sampler call
     per (geounit, query) paid a fixed cost that was most of a block's measurement.
     """
     n = len(geocodes)
-    owner = np.repeat(np.arange(n), [c.size for c in cells])
-    flat_cells = np.concatenate(cells) if n else np.zeros(0, dtype=np.int64)
-    flat_counts = np.concatenate(counts).astype(np.float64) if n else np.zeros(0)
+    weights = counts.astype(np.float64)
     noisy, noises = [], []
     for query in queries:
         streams = [rng.child(noise_label(level, geocode, query.name)) for geocode in geocodes]
         noise = discrete_gaussian_rows(variances[query.name], query.size, streams)
-        answers = np.bincount(
-            owner * query.size + query.cell_map[flat_cells],
-            weights=flat_counts,
-            minlength=n * query.size,
-        ).astype(np.int64)
-        noisy.append(answers.reshape(n, query.size) + noise)
+        answers = row_sums(rows, query.cell_map[cells], weights, n, query.size)
+        noisy.append(answers.astype(np.int64) + noise)
         noises.append(noise)
     return _nmf_batch(level, geocodes, queries, variances, noisy), noises
 
@@ -162,29 +158,28 @@ def _noisy_rows(
         sums = []
         for batch in batches:
             cells, counts = batch.column("cells"), batch.column("counts")
-            cell_values = cells.values.to_numpy(zero_copy_only=False).astype(np.int64)
-            count_values = counts.values.to_numpy(zero_copy_only=False).astype(np.int64)
-            cell_offsets = cells.offsets.to_numpy()
-            count_offsets = counts.offsets.to_numpy()
+            # a geounit's cells and counts are lists of one length: flattened, they align
+            cell_values = cells.flatten().to_numpy(zero_copy_only=False).astype(np.int64)
+            count_values = counts.flatten().to_numpy(zero_copy_only=False).astype(np.int64)
+            offsets = cells.offsets.to_numpy() - cells.offsets[0].as_py()
             levels = batch.column("level").to_pylist()
             geocodes = batch.column("geocode").to_pylist()
             for begin, end in _level_runs(levels, GEOUNITS_PER_BATCH):
                 level = levels[begin]
                 queries, variances = plans[level]
-                run_cells = [
-                    cell_values[cell_offsets[i] : cell_offsets[i + 1]] for i in range(begin, end)
-                ]
-                run_counts = [
-                    count_values[count_offsets[i] : count_offsets[i + 1]] for i in range(begin, end)
-                ]
-                rows, noises = measure_geounits(
-                    level, geocodes[begin:end], run_cells, run_counts, queries, variances, rng
+                # the run's histograms as flat (geounit row, cell, count) arrays: its lists
+                # are contiguous in the batch's values
+                flat = slice(offsets[begin], offsets[end])
+                rows = np.repeat(np.arange(end - begin), np.diff(offsets[begin : end + 1]))
+                run_cells, run_counts = cell_values[flat], count_values[flat]
+                batch_out, noises = measure_geounits(
+                    level, geocodes[begin:end], rows, run_cells, run_counts, queries, variances, rng
                 )
                 if counter is not None:
                     counter.add(end - begin)
-                yield rows
+                yield batch_out
                 sums.append(
-                    measurement_errors(level, queries, run_cells, run_counts, noises, groups)
+                    measurement_errors(level, queries, rows, run_cells, run_counts, noises, groups)
                 )
         errors.add({TaskContext.get().partitionId(): add_error_sums(sums)})
 

@@ -244,23 +244,23 @@ def batch_errors(
 def measurement_errors(
     level: str,
     queries: Sequence[Query],
-    cells: list[np.ndarray],
-    counts: list[np.ndarray],
+    rows: np.ndarray,
+    cells: np.ndarray,
+    counts: np.ndarray,
     noises: list[np.ndarray],
     groups: np.ndarray | None,
 ) -> pd.DataFrame:
     """The noisy answers' error sums over some geounits of ``level``, per (query, bin pair).
 
     Taken where the noise is drawn (``das.measure``): the error of a noisy answer is
-    exactly its noise. ``cells``/``counts`` are each geounit's true histogram (for its
-    bins), ``noises[j]`` the noise added to queries[j] (geounits x query size).
+    exactly its noise. ``rows``/``cells``/``counts`` are the geounits' true histograms as
+    flat (geounit row, cell, count) arrays (for their bins), ``noises[j]`` the noise added
+    to queries[j] (geounits x query size).
     """
-    n = len(cells)
+    n = len(noises[0]) if noises else 0
     if n == 0:
         return _empty_sums(_LEVEL_SUMS)
-    rows = np.repeat(np.arange(n), [c.size for c in cells])
-    weights = np.concatenate(counts).astype(np.float64)
-    bins = _bins(rows, np.concatenate(cells), weights, n, groups)
+    bins = _bins(rows, cells, counts.astype(np.float64), n, groups)
     frames = [bins.sums("noisy", q, noise) for q, noise in zip(queries, noises, strict=True)]
     return pd.concat(frames, ignore_index=True).assign(level=level)
 
@@ -293,8 +293,8 @@ def _chunk_errors(
     bins = _bins(rows, cells, counts, n, groups)
     frames = []
     for q in queries:
-        true = _answers(rows, q.cell_map[cells], counts, n, q.size)
-        protected = _answers(p_rows, q.cell_map[p_cells], p_counts, n, q.size)
+        true = row_sums(rows, q.cell_map[cells], counts, n, q.size)
+        protected = row_sums(p_rows, q.cell_map[p_cells], p_counts, n, q.size)
         frames.append(bins.sums("protected", q, protected - true))
     return pd.concat(frames, ignore_index=True)
 
@@ -308,7 +308,7 @@ def _bins(
     if groups is None:
         diversity, diversity_labels = np.zeros(n, dtype=np.int64), [ALL]
     else:
-        grouped = _answers(rows, groups[cells], counts, n, len(DIVERSITY_GROUPS))
+        grouped = row_sums(rows, groups[cells], counts, n, len(DIVERSITY_GROUPS))
         diversity, diversity_labels = _diversity_index_bins(grouped), _diversity_labels()
     return _Bins(size * len(diversity_labels) + diversity, _size_labels(), diversity_labels)
 
@@ -356,10 +356,11 @@ def _flatten(table: pa.Table, cells: str, counts: str) -> tuple[np.ndarray, np.n
     return rows, flat_cells, flat_counts.astype(np.float64)
 
 
-def _answers(
+def row_sums(
     rows: np.ndarray, query_cells: np.ndarray, counts: np.ndarray, n: int, size: int
 ) -> np.ndarray:
-    """(n x size) float answers: counts summed per (geounit row, query cell)."""
+    """(n x size) float answers: counts summed per (geounit row, query cell), from flat
+    (geounit row, cell, count) arrays (also the measurement's answers)."""
     flat = np.bincount(rows * size + query_cells, weights=counts, minlength=n * size)
     return flat.reshape(n, size)
 

@@ -124,9 +124,18 @@ def _measured() -> pd.DataFrame:
     truth = _batch().select(["t_cells", "t_counts"]).to_pydict()
     cells = [np.array(truth["t_cells"][i], dtype=np.int64) for i in (0, 2)]
     counts = [np.array(truth["t_counts"][i], dtype=np.int64) for i in (0, 2)]
+    rows = np.repeat(np.arange(2), [c.size for c in cells])  # flat (geounit row, cell, count)
     noises = [np.array([[2], [-1]])]  # one query (total): geounits x 1
     total = [PL94.query("total")]
-    return measurement_errors("block", total, cells, counts, noises, diversity_groups(PL94))
+    return measurement_errors(
+        "block",
+        total,
+        rows,
+        np.concatenate(cells),
+        np.concatenate(counts),
+        noises,
+        diversity_groups(PL94),
+    )
 
 
 def test_batch_errors_by_query_and_bins():
