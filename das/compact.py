@@ -140,6 +140,8 @@ def _compact_equalities(problem: ParentProblem, lay: Layout) -> tuple[sp.csr_mat
     matrices = [sp.csr_matrix((0, lay.n_blocks))]
     values = [np.zeros((problem.n_children, 0))]
     origin = [np.zeros((0, 2), dtype=np.int64)]
+    if problem.child_totals is None and not problem.fixed:
+        return matrices[0], values[0], origin[0]  # the first pass: stacking nothing costs ms
     if problem.child_totals is not None:
         matrices.append(sp.csr_matrix(np.ones((1, lay.n_blocks))))
         values.append(problem.child_totals[:, None].astype(float))

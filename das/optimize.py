@@ -16,7 +16,8 @@ they are re-exported here so that a caller needs this module only.
 This module strings the work together; each job has its own module: ``das.compact`` (the
 problem over blocks of live cells, and answers back to cells), ``das.l2`` (the structured
 L2 solver), ``das.rounding`` (the integer rounding), ``das.failsafe`` (feasibility, and the
-relaxation of an infeasible pass).
+relaxation of an infeasible pass), and ``das.total_pass`` (the ``total``-only pass, exactly
+and without a solver, whenever it has the usual form and is feasible).
 """
 
 from __future__ import annotations
@@ -38,10 +39,11 @@ from das.compact import (
 )
 from das.errors import InternalError
 from das.failsafe import feasible_point, relax
-from das.l2 import solve_l2
+from das.l2 import L2Result, solve_l2
 from das.problem import UNBOUNDED, FixedQuery, Measurement, ParentProblem
-from das.rounding import MIP_RELATIVE_GAP, MIP_TIME_LIMIT, round_counts
+from das.rounding import MIP_RELATIVE_GAP, MIP_TIME_LIMIT, RoundingResult, round_counts
 from das.solution_check import check_solution
+from das.total_pass import solve_total_pass
 
 __all__ = [
     "UNBOUNDED",
@@ -91,7 +93,7 @@ def round_l2(
 
 
 def _feasible_form(
-    problem: ParentProblem, hint: np.ndarray | None = None
+    problem: ParentProblem, lay: Layout, cp: CompactProblem, hint: np.ndarray | None = None
 ) -> tuple[ParentProblem, Layout, CompactProblem, np.ndarray, str]:
     """(problem, layout, compact form, a feasible point, failsafe reason): the input if it
     is feasible, else its failsafe relaxation (reason empty iff nothing was relaxed).
@@ -100,8 +102,6 @@ def _feasible_form(
     counts, which meet every constraint of the next pass when it fixes their totals and
     queries: if ``check_solution`` accepts it, the feasibility LP is not needed (it was
     about a quarter of a block group's solve time)."""
-    lay = layout(problem)
-    cp = compact(problem, lay)
     if hint is not None and not check_solution(problem, hint):
         return problem, lay, cp, block_sums(lay, hint), ""
     feasible = feasible_point(cp)
@@ -135,13 +135,47 @@ def solve_parent(
     ``mip_gap`` (relative, of its L1 objective) of the proven bound is accepted.
     Raises InternalError if the final counts break any constraint of the problem solved
     (the input, or its failsafe relaxation if the input was infeasible).
+
+    A feasible ``total``-only pass of the usual form goes to ``das.total_pass`` (the same
+    fitted totals, found without a solver; the rounding chooses the floor or ceiling of each
+    total, which is all its objective sees) and skips the rest.
     """
     start = time.perf_counter()
-    problem, lay, cp, feasible, reason = _feasible_form(problem, feasible_hint)
+    lay = layout(problem)
+    cp = compact(problem, lay)
+    total_pass = solve_total_pass(cp)
+    if total_pass is not None:
+        fit = L2Result(total_pass.x, total_pass.l2_objective, "optimal", "total pass", 0, 0)
+        rounded = RoundingResult(
+            total_pass.counts,
+            total_pass.rounding_objective,
+            "Optimal",
+            total_pass.movable,
+            True,
+            0.0,
+        )
+        done = time.perf_counter()
+        return _solution(problem, lay, cp, fit, rounded, "", (start, done, done))
+    problem, lay, cp, feasible, reason = _feasible_form(problem, lay, cp, feasible_hint)
     l2_start = time.perf_counter()
     fit = solve_l2(cp, feasible)
     rounding_start = time.perf_counter()
     rounded = round_counts(cp, fit.x, mip_time_limit, relative_gap=mip_gap)
+    return _solution(problem, lay, cp, fit, rounded, reason, (start, l2_start, rounding_start))
+
+
+def _solution(
+    problem: ParentProblem,
+    lay: Layout,
+    cp: CompactProblem,
+    fit: L2Result,
+    rounded: RoundingResult,
+    reason: str,
+    times: tuple[float, float, float],
+) -> ParentSolution:
+    """The counts over cells, checked against every constraint, with how they were found.
+    ``times`` are when the pass, its L2 fit and its rounding started."""
+    start, l2_start, rounding_start = times
     end = time.perf_counter()
     counts = spread_counts(problem, lay, rounded.counts)
     violations = check_solution(problem, counts)
