@@ -92,9 +92,11 @@ def test_the_validator_names_each_kind_of_damage(spark, demo_run, two_counties, 
     def columns(mdf):
         mdf.loc[0, "TABTRACTCE"] = "12345"  # five digits
         mdf.loc[1:2, "CENRACE"] = 99  # outside 1..63
+        mdf.loc[3:5, "TABBLKCOU"] = None  # no code (counted in records, checked per block)
 
     problems = damaged("columns", columns)
     assert any(p.startswith("TABTRACTCE is not a 6-digit code: 1 row(s)") for p in problems)
+    assert any(p.startswith("TABBLKCOU is not a 3-digit code: 3 row(s)") for p in problems)
     assert any(p.startswith("CENRACE outside [1, 2,") and ": 2 row(s)" in p for p in problems)
 
     def child_in_a_nursing_home(mdf):
