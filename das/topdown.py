@@ -356,27 +356,39 @@ def _invariants(histograms: LevelHistograms, plan: LevelPlan) -> DataFrame:
 def family_table(answers: pa.Table, children: pa.Table, queries: tuple[Query, ...]) -> pa.Table:
     """One family as the pivot gives it (``children`` with column ``q{i}`` = noisy values of
     queries[i]) from its NMF rows (``answers``: geocode, query, values), checking that every
-    child has exactly one answer to every query and no other geounit has any."""
+    child has exactly one answer to every query and no other geounit has any.
+
+    Compared and gathered in Arrow: the sorted keys against the expected ones, then every
+    query's values in one take (query by query, so each column is a slice of it). Against
+    Python lists of the keys, a take of the sorted table and one take per query: 80 block
+    families of the 4M run, 80 -> 52 ms.
+    """
     children = children.take(pc.sort_indices(children, [("geocode", "ascending")]))
     names = sorted(q.name for q in queries)
     position = {name: i for i, name in enumerate(names)}
-    answers = answers.take(
-        pc.sort_indices(answers, [("geocode", "ascending"), ("query", "ascending")])
-    )
-    k = len(names)
-    expected_geocodes = np.repeat(np.asarray(children.column("geocode").to_pylist()), k)
-    expected_queries = np.tile(np.asarray(names), children.num_rows)
-    geocodes = np.asarray(answers.column("geocode").to_pylist())
-    query_names = np.asarray(answers.column("query").to_pylist())
-    if geocodes.shape != expected_geocodes.shape or not (
-        np.array_equal(geocodes, expected_geocodes)
-        and np.array_equal(query_names, expected_queries)
+    k, n = len(names), children.num_rows
+    order = pc.sort_indices(answers, [("geocode", "ascending"), ("query", "ascending")])
+    geocodes = answers.column("geocode").take(order)
+    query_names = answers.column("query").take(order)
+    expected = children.column("geocode").take(pa.array(np.repeat(np.arange(n), k)))
+    if not (
+        len(order) == n * k
+        and pc.all(pc.equal(geocodes, expected)).as_py() is True
+        and pc.all(pc.equal(query_names, pa.array(np.tile(names, n)))).as_py() is True
     ):
-        raise InternalError(_answer_mismatch(geocodes, query_names, children, names))
-    values = answers.column("values")
-    for i, query in enumerate(queries):
-        rows = np.arange(children.num_rows) * k + position[query.name]
-        children = children.append_column(f"q{i}", values.take(pa.array(rows)))
+        raise InternalError(
+            _answer_mismatch(
+                np.asarray(geocodes.to_pylist()),
+                np.asarray(query_names.to_pylist()),
+                children,
+                names,
+            )
+        )
+    offsets = np.array([position[q.name] for q in queries], dtype=np.int64)
+    rows = (np.arange(n)[None, :] * k + offsets[:, None]).ravel()  # query-major
+    values = answers.column("values").take(order.take(pa.array(rows))).combine_chunks()
+    for i in range(len(queries)):
+        children = children.append_column(f"q{i}", values.slice(i * n, n))
     return children
 
 
