@@ -466,7 +466,7 @@ def solve_level(
     partitions = config.file.spark.shuffle_partitions
     if parent_count > SIZE_ORDER_MAX_PARENTS * partitions:
         return _by_hash(nmf, children, plan, parent_of, solve)
-    return _by_size(nmf, children, plan, partitions, solve)
+    return _by_size(nmf, children, plan, partitions if parent_count > 1 else None, solve)
 
 
 #: Families are ordered by size when the level has at most this many parents per shuffle
@@ -478,7 +478,7 @@ def _by_size(
     nmf: DataFrame,
     children: DataFrame,
     plan: LevelPlan,
-    partitions: int,
+    partitions: int | None,
     solve: Callable[[pa.Table], pa.Table],
 ) -> DataFrame:
     """Few parents (a county or tract level): one family can be a large share of the level,
@@ -487,11 +487,17 @@ def _by_size(
     hash puts them, and the small ones fill the other cores around them. Grouping by
     (size, parent) keeps the same groups and lets Spark reuse this partitioning (no second
     shuffle). The noisy answers are pivoted to one row per child first.
+
+    ``partitions`` None: the level has one parent (a state's counties), so there is nothing
+    to order, and the range partitioner's sampling pass is skipped (0.15-0.25 s of the
+    4M state's state level, warm).
     """
     pivot = level_measurements(nmf, plan.level, [q.name for q in plan.queries])
     family = children.join(pivot, "geocode", "inner").withColumn(
         "parent_size", F.size("parent_cells")
     )
+    if partitions is None:
+        return family.groupBy("parent_size", "parent").applyInArrow(solve, SOLUTION_SCHEMA)
     ordered = family.repartitionByRange(partitions, F.col("parent_size").desc(), F.col("parent"))
     return ordered.groupBy("parent_size", "parent").applyInArrow(solve, SOLUTION_SCHEMA)
 
