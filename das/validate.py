@@ -76,7 +76,13 @@ Check = tuple[Column, str, list[str]] | tuple[Column, str, list[str], Column]
 
 
 def _flag_all(frame: DataFrame, checks: list[Check]) -> list[str]:
-    """One message per check whose condition holds on some row (with examples).
+    """One message per check whose condition holds on some row (with examples)."""
+    return [message for message in _flag_each(frame, checks) if message]
+
+
+def _flag_each(frame: DataFrame, checks: list[Check]) -> list[str | None]:
+    """For each check in order, its message (with examples) if its condition holds on some
+    row, else None.
 
     All conditions are counted in one pass over ``frame`` (a row where a condition is null
     counts as not broken, as in ``filter``); only a broken check reads examples. On the RI
@@ -90,14 +96,15 @@ def _flag_all(frame: DataFrame, checks: list[Check]) -> list[str]:
             for i, check in enumerate(checks)
         ]
     ).first()
-    problems = []
+    messages: list[str | None] = []
     for i, (broken, message, columns, *_) in enumerate(checks):
         count = counts[f"c{i}"] or 0
-        if count:
-            problems.append(
-                f"{message}: {count} row(s), e.g. {_examples(frame.filter(broken), columns)}"
-            )
-    return problems
+        messages.append(
+            f"{message}: {count} row(s), e.g. {_examples(frame.filter(broken), columns)}"
+            if count
+            else None
+        )
+    return messages
 
 
 # ---- the checks ---------------------------------------------------------------------------
@@ -185,9 +192,8 @@ def check_blocks(mdf: DataFrame) -> tuple[list[str], list[str]]:
         "EPNUM is not 1..n inside a block",
         [*GEOGRAPHY_COLUMNS, "n", "epnums"],
     )
-    problems = _flag_all(stats, [*codes, numbering])
-    broken_numbering = [p for p in problems if p.startswith(numbering[1])]
-    return [p for p in problems if p not in broken_numbering], broken_numbering
+    *code_messages, numbering_message = _flag_each(stats, [*codes, numbering])
+    return [m for m in code_messages if m], [numbering_message] if numbering_message else []
 
 
 def check_structural_zeros(decoded: DataFrame, schema: Schema) -> list[str]:
