@@ -84,6 +84,7 @@ def solve_highs(
     node_limit: int | None = None,
     rins: bool = True,
     presolve: bool = True,
+    cut_pool: int | None = None,
 ) -> HighsResult:
     """Run HiGHS (an LP by simplex, without presolve below SMALL_LP_COLUMNS columns, or by
     interior point + crossover when it has at least LARGE_LP_COLUMNS; a MIP by branch and
@@ -95,6 +96,8 @@ def solve_highs(
     is the guard). ``start`` is a feasible point to begin from. ``rins=False`` turns off
     RINS, HiGHS's relaxation-induced neighbourhood search (sub-MIPs around the LP optimum).
     ``presolve=False`` skips HiGHS's presolve for a MIP (small LPs always skip it).
+    ``cut_pool`` sets HiGHS's soft limit on the rows of its cut pool (mip_pool_soft_limit,
+    default 10,000): above it, cuts age out of the pool faster.
     Restarts after root reduced-cost fixing are off: on these models they cost more than
     they save (24 block groups: mean rounding 0.64 -> 0.45 s, worst 5.1 -> 3.5 s).
     """
@@ -112,6 +115,8 @@ def solve_highs(
         highs.setOptionValue("mip_max_nodes", int(node_limit))
     if not rins:
         highs.setOptionValue("mip_heuristic_run_rins", False)
+    if cut_pool is not None:
+        highs.setOptionValue("mip_pool_soft_limit", int(cut_pool))
     if program.integer is None and program.cost.size >= LARGE_LP_COLUMNS:
         highs.setOptionValue("solver", "ipm")
     if not presolve or (program.integer is None and program.cost.size < SMALL_LP_COLUMNS):
