@@ -65,10 +65,6 @@ def _examples(frame: DataFrame, columns: list[str]) -> str:
     return "; ".join(", ".join(f"{c}={r[c]}" for c in columns) for r in rows)
 
 
-def _flag(frame: DataFrame, broken: Column, message: str, columns: list[str]) -> list[str]:
-    return _flag_all(frame, [(broken, message, columns)])
-
-
 #: A check: the condition that marks a row broken, the message, the columns its examples
 #: show, and optionally what a broken row counts for (a column of a summary: the records
 #: it stands for). Without it, each broken row counts one.
@@ -215,33 +211,56 @@ def check_structural_zeros(decoded: DataFrame, schema: Schema) -> list[str]:
 def check_totals(
     spark: SparkSession, decoded: DataFrame, config: Config, input_dir: str
 ) -> list[str]:
-    """Where the total is invariant, every geounit's record count equals the input's."""
+    """Where the total is invariant, every geounit's record count equals the input's.
+
+    Each side is counted per geounit of every such level in one aggregation (a record
+    stands in one row per level, keyed by its geoid's prefix), and the two are joined
+    once: a pass over the MDF and one over the input instead of one of each per level.
+    """
     level_name = config.total_invariant_level
     if level_name is None:
         return []
     geo = config.geography
-    source = _records_table(spark, config, input_dir)
-    problems = []
-    for level in geo.levels[: geo.index(level_name) + 1]:
+    levels = geo.levels[: geo.index(level_name) + 1]
 
-        def per_geounit(
-            frame: DataFrame, geoid: str, name: str, length: int = level.length
-        ) -> DataFrame:
-            code = F.substring(geoid, 1, length) if length else F.lit("")
-            return frame.groupBy(code.alias("geocode")).agg(F.count(F.lit(1)).alias(name))
+    def per_geounit(frame: DataFrame, geoid: str, name: str) -> DataFrame:
+        keys = F.array(
+            *[
+                F.struct(
+                    F.lit(level.name).alias("level"),
+                    (F.substring(geoid, 1, level.length) if level.length else F.lit("")).alias(
+                        "geocode"
+                    ),
+                )
+                for level in levels
+            ]
+        )
+        return (
+            frame.select(F.explode(keys).alias("key"))
+            .groupBy(F.col("key.level").alias("level"), F.col("key.geocode").alias("geocode"))
+            .agg(F.count(F.lit(1)).alias(name))
+        )
 
-        both = (
-            per_geounit(decoded, "_geoid", "protected")
-            .join(per_geounit(source, "geoid", "input"), "geocode", "full_outer")
-            .fillna(0)
+    both = (
+        per_geounit(decoded, "_geoid", "protected")
+        .join(
+            per_geounit(_records_table(spark, config, input_dir), "geoid", "input"),
+            ["level", "geocode"],
+            "full_outer",
         )
-        problems += _flag(
-            both,
-            F.col("protected") != F.col("input"),
-            f"invariant total broken at level {level.name}",
-            ["geocode", "protected", "input"],
-        )
-    return problems
+        .fillna(0)
+    )
+    return _flag_all(
+        both,
+        [
+            (
+                (F.col("level") == level.name) & (F.col("protected") != F.col("input")),
+                f"invariant total broken at level {level.name}",
+                ["geocode", "protected", "input"],
+            )
+            for level in levels
+        ],
+    )
 
 
 def check_facilities(decoded: DataFrame, units: DataFrame, schema: Schema) -> list[str]:
@@ -259,16 +278,20 @@ def check_facilities(decoded: DataFrame, units: DataFrame, schema: Schema) -> li
         F.count(F.lit(1)).alias("listed"),
     )
     both = people.join(facilities, ["geoid", "gqtype"], "full_outer").fillna(0)
-    return _flag(
+    return _flag_all(
         both,
-        (F.col("gqtype") > 0) & (F.col("persons") < F.col("facilities")),
-        "fewer group-quarters residents than occupied facilities",
-        ["geoid", "gqtype", "persons", "facilities"],
-    ) + _flag(
-        both,
-        (F.col("persons") > 0) & (F.col("facilities") == 0),
-        "persons in a type of unit the block does not have",
-        ["geoid", "gqtype", "persons"],
+        [
+            (
+                (F.col("gqtype") > 0) & (F.col("persons") < F.col("facilities")),
+                "fewer group-quarters residents than occupied facilities",
+                ["geoid", "gqtype", "persons", "facilities"],
+            ),
+            (
+                (F.col("persons") > 0) & (F.col("facilities") == 0),
+                "persons in a type of unit the block does not have",
+                ["geoid", "gqtype", "persons"],
+            ),
+        ],
     )
 
 
