@@ -28,6 +28,8 @@ import hashlib
 import math
 import os
 import pickle
+import subprocess
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal, localcontext
@@ -272,6 +274,27 @@ def test_compiled_path_gives_the_scalar_paths_draws(sigma2: Fraction, size: int)
     np.testing.assert_array_equal(got, discrete_gaussian(sigma2, size, seeded_rng(8)))
     if size >= 2016:  # not the numpy path in disguise (few draws at t = 1 can agree by chance)
         assert not np.array_equal(got, _sample(sigma2, size, seeded_rng(8), path="vector"))
+
+
+def test_kernels_compile_without_a_cache_where_numba_has_no_cache_directory() -> None:
+    """Where numba finds no writable cache directory (no cache locator: a read-only
+    install shipped as a zip, say), the kernels are compiled uncached and give the same
+    draws. In a fresh interpreter, as the module compiles them when it is imported."""
+    script = (
+        "import numba.core.caching as c\n"
+        "c.CacheImpl._locator_classes = []\n"
+        "from das import noise_kernel\n"
+        "from das.noise import discrete_gaussian_rows, seeded_rng\n"
+        "assert type(noise_kernel.candidates_rows._cache).__name__ == 'NullCache'\n"
+        "rng = seeded_rng(3)\n"
+        "rows = discrete_gaussian_rows(4, 5, [rng.child('a'), rng.child('b')])\n"
+        "print(rows.ravel().tolist())\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    rng = seeded_rng(3)
+    expected = discrete_gaussian_rows(4, 5, [rng.child("a"), rng.child("b")])
+    assert done.stdout.split("\n")[0] == str(expected.ravel().tolist())
 
 
 @pytest.mark.parametrize("sigma2", [Fraction(1, 10), Fraction(293764, 114921)], ids=str)
