@@ -27,16 +27,17 @@ import numpy as np
 from numba import njit
 
 
-def _compiled(function: Callable) -> Callable:
+def _jit_cached(function: Callable) -> Callable:
     """``function`` compiled by numba, with the machine code cached on disk (next to this
     module, or in the user's cache directory where that is read-only): a Spark worker that
     starts then loads the kernels (0.3 s) instead of compiling them (1.2 s), once per
-    worker and per job. Where no cache directory is writable, numba refuses the cache: then each
-    process compiles, as it would without one."""
+    worker and per job. Where no cache directory is writable, numba refuses the cache:
+    then each process compiles, as it would without one."""
     try:
         return njit(cache=True)(function)
     except RuntimeError:  # numba: "cannot cache function ...: no locator available"
         return njit(function)
+
 
 DONE = 0
 NEED_WORDS = 1
@@ -48,7 +49,7 @@ _MAX_V = 1 << 20  # see noise._check_geometric
 GEOMETRIC_TOO_LONG = 3
 
 
-@_compiled
+@_jit_cached
 def candidates(
     words: np.ndarray,
     pos: int,
@@ -129,7 +130,7 @@ def candidates(
     return DONE, pos, filled, tried
 
 
-@_compiled
+@_jit_cached
 def candidates_rows(
     words: np.ndarray,
     out: np.ndarray,

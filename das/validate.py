@@ -224,14 +224,12 @@ def check_totals(
     levels = geo.levels[: geo.index(level_name) + 1]
 
     def per_geounit(frame: DataFrame, geoid: str, name: str) -> DataFrame:
+        def code(length: int) -> Column:
+            return F.substring(geoid, 1, length) if length else F.lit("")
+
         keys = F.array(
             *[
-                F.struct(
-                    F.lit(level.name).alias("level"),
-                    (F.substring(geoid, 1, level.length) if level.length else F.lit("")).alias(
-                        "geocode"
-                    ),
-                )
+                F.struct(F.lit(level.name).alias("level"), code(level.length).alias("geocode"))
                 for level in levels
             ]
         )
