@@ -653,7 +653,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     path = write_results(
         args.name,
         {
-            **{k: v for k, v in provenance.items() if k not in ("git_commit", "timestamp")},
+            # the commit read when the runs began (write_results would read it again now)
+            **{k: v for k, v in provenance.items() if k != "timestamp"},
             **runs.info,
             "overrides": OVERRIDES,
             "wall_s_per_seed": wall,
