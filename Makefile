@@ -46,12 +46,12 @@ CLUSTER     ?= $(OUT)/cluster
 MASTER_PORT ?= 7077
 WEBUI_PORT  ?= 8080
 cluster-up: install
-	$(BIN)/python -m das.standalone up --workers $(WORKERS) --state $(CLUSTER) \
+	$(BIN)/python -m das.cluster.standalone up --workers $(WORKERS) --state $(CLUSTER) \
 	  --master-port $(MASTER_PORT) --webui-port $(WEBUI_PORT)
 
 ## make cluster-down: stop exactly the processes cluster-up started.
 cluster-down: install
-	$(BIN)/python -m das.standalone down --state $(CLUSTER)
+	$(BIN)/python -m das.cluster.standalone down --state $(CLUSTER)
 
 ## make dist: dist/das.zip, the package for spark-submit --py-files (dependencies not included).
 dist:

@@ -61,7 +61,7 @@ class Runs:
 # ---- running ------------------------------------------------------------------------------
 def ri_input(work: Path) -> Path:
     """The RI fixture (built once into ``work/ri_input``; the build is deterministic)."""
-    from das.fixture_blocks import write_blocks_fixture
+    from das.fixtures.blocks import write_blocks_fixture
 
     directory = work / "ri_input"
     if not (directory / "persons.parquet").exists() or not (directory / "units.parquet").exists():
@@ -71,9 +71,9 @@ def ri_input(work: Path) -> Path:
 
 def run_seed(seed: int, input_dir: Path, config_path: str, work: Path) -> tuple[Path, float]:
     """One job with a fixed seed in a fresh Spark session; a finished run is kept as it is."""
-    from das.config import load_config
-    from das.run import run_job
-    from das.spark import spark_session
+    from das.job.run import run_job
+    from das.spark.session import spark_session
+    from das.spec.config import load_config
 
     output = work / f"run_seed{seed}"
     if (output / "certificate.json").exists() and (output / "confidential/metrics.csv").exists():

@@ -29,9 +29,9 @@ from pathlib import Path
 import numpy as np
 
 from bench.common import REPO_ROOT, print_table, write_results
-from das import standalone
-from das.fixture_blocks import write_blocks_fixture
-from das.fixture_synthetic import write_synthetic_fixture
+from das.cluster import standalone
+from das.fixtures.blocks import write_blocks_fixture
+from das.fixtures.synthetic import write_synthetic_fixture
 
 RI = REPO_ROOT.parent / "shared/data/real/alarm_census_2020_blocks/ri_2010_block.parquet"
 BIN = Path(sys.executable).parent

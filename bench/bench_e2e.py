@@ -16,7 +16,7 @@ carry into the next one's figures):
    from the job's wall time. It runs READ_REPEATS times (once before the job, the rest
    after it) and the median is the like-for-like denominator of job / read only: one
    reading varied by 5-20% between runs, as much as a round's changes to the job;
-2. the whole job (``das.run.run_job``) in another fresh process: read, measure, solve
+2. the whole job (``das.job.run.run_job``) in another fresh process: read, measure, solve
    every level, write the MDF, metrics, certificate, validate;
 3. then read only again, in the job's warm JVM: the reader at its best, so job / warm
    read only errs against the job.
@@ -77,9 +77,9 @@ def solve_distribution(output: Path, level: str) -> dict[str, float]:
 # ---- child: one input -------------------------------------------------------------------------
 def read_only_seconds(config_path: str, input_dir: str) -> float:
     """Seconds to read, check and aggregate the input to every level (session start excluded)."""
-    from das.config import load_config
-    from das.read import read_histograms
-    from das.spark import spark_session
+    from das.input.read import read_histograms
+    from das.spark.session import spark_session
+    from das.spec.config import load_config
 
     config = load_config(config_path, overrides=_overrides(), seed=SEED)
     spark = spark_session(config.file.spark, "bench-e2e read only")
@@ -93,9 +93,9 @@ def read_only_seconds(config_path: str, input_dir: str) -> float:
 
 def whole_job(config_path: str, input_dir: str, output: Path) -> dict[str, Any]:
     """Run the job once; wall time, phases, solves and per-level solve distributions."""
-    from das.config import load_config
-    from das.run import run_job
-    from das.spark import spark_session
+    from das.job.run import run_job
+    from das.spark.session import spark_session
+    from das.spec.config import load_config
 
     config = load_config(config_path, overrides=_overrides(), seed=SEED)
     spark = spark_session(config.file.spark, "bench-e2e job")
@@ -175,8 +175,8 @@ def run_input(name: str, input_dir: Path, config: str, work: Path) -> dict[str, 
 
 
 def build_inputs(persons: list[int], ri: str, work: Path) -> list[tuple[str, Path]]:
-    from das.fixture_blocks import write_blocks_fixture
-    from das.fixture_synthetic import write_synthetic_fixture
+    from das.fixtures.blocks import write_blocks_fixture
+    from das.fixtures.synthetic import write_synthetic_fixture
 
     inputs = []
     if ri and Path(ri).exists():

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from das.noise import _sample, _Stats, discrete_gaussian, discrete_gaussian_rows, secure_rng
+from das.privacy.noise import _sample, _Stats, discrete_gaussian, discrete_gaussian_rows, secure_rng
 
 SIGMA2S = (Fraction(1), Fraction(10), Fraction(100), Fraction(10**4))
 RESULTS = Path(__file__).resolve().parent / "results" / "noise.json"
@@ -170,7 +170,7 @@ def main(argv: list[str] | None = None) -> dict[str, object]:
     child_us = statistics.median(timed(lambda: [root.child(f"b|{i}") for i in range(20_000)], 3))
 
     result: dict[str, object] = {
-        "benchmark": "das.noise.discrete_gaussian (secure_rng) vs opendp make_gaussian",
+        "benchmark": "das.privacy.noise.discrete_gaussian (secure_rng) vs opendp make_gaussian",
         "timestamp": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "machine": machine(),
         "load_average_before": load_before,

@@ -3,8 +3,8 @@
 Run as ``python -m bench.bench_optimize [--instances N] [--reference M]``. Builds N
 block-group-like parents (10-60 block children, 100-500 live cells of the persons schema,
 the ten non-total queries of the 2020 strategy with block-level weights, child totals
-fixed as after the total pass), solves each with ``das.optimize.solve_parent`` and the
-first M also with ``das.optimize_reference`` (cvxpy + Clarabel for L2, cvxpy + HiGHS for the
+fixed as after the total pass), solves each with ``das.postprocess.parent.solve_parent`` and the
+first M also with ``das.postprocess.reference`` (cvxpy + Clarabel for L2, cvxpy + HiGHS for the
 rounding MILP), instance by instance in the same process, so load on a shared machine hits
 both alike. Prints a table and writes bench/results/optimize.json.
 
@@ -26,8 +26,8 @@ from typing import Any
 import numpy as np
 
 from bench.common import print_table, write_results
-from das.optimize import ParentProblem, round_l2, solve_parent
-from das.optimize_reference import solve_parent_reference
+from das.postprocess.parent import ParentProblem, round_l2, solve_parent
+from das.postprocess.reference import solve_parent_reference
 from tests.unit.instances import Instance, parent_instance
 
 #: 2020 production persons rho and the block level's share: the children here are blocks.

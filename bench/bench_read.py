@@ -1,7 +1,7 @@
-"""Reader throughput and peak memory: synthetic states through ``das.read.read_histograms``.
+"""Reader throughput and peak memory: synthetic states through ``das.input.read.read_histograms``.
 
 Run as ``python -m bench.bench_read [--persons 1000000 4000000] [--driver-memory 2g]``. For each size a synthetic
-state is written (``das.fixture_synthetic``) to a temporary folder, then read in a fresh
+state is written (``das.fixtures.synthetic``) to a temporary folder, then read in a fresh
 child process on ``local[2]`` with ``configs/demo.toml`` (8 shuffle partitions). The timed
 work is the reader's whole job: load, contract checks, recode into block histograms and
 aggregation to every level, forced by counting each level's frame and summing the block
@@ -46,9 +46,9 @@ def measure(input_dir: Path, persons: int) -> dict[str, Any]:
     """Read ``input_dir`` once in this process; timings, counts and memory peaks."""
     from pyspark.sql import functions as F
 
-    from das.config import load_config
-    from das.read import read_histograms
-    from das.spark import spark_session
+    from das.input.read import read_histograms
+    from das.spark.session import spark_session
+    from das.spec.config import load_config
 
     overrides = [f"spark.master='{MASTER}'", f"spark.shuffle_partitions={SHUFFLE_PARTITIONS}"]
     config = load_config(CONFIG, overrides=overrides, seed=SEED)
@@ -96,7 +96,7 @@ def run_size(persons: int, workdir: Path, driver_memory: str | None) -> dict[str
     A failed measurement (e.g. the JVM running out of memory) is returned as a run with an
     ``error`` rather than raised, so the other sizes are still measured and reported.
     """
-    from das.fixture_synthetic import write_synthetic_fixture
+    from das.fixtures.synthetic import write_synthetic_fixture
 
     input_dir = workdir / f"synthetic_{persons}"
     start = time.perf_counter()

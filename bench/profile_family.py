@@ -24,12 +24,18 @@ import pyarrow.compute as pc
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from das.config import Config, load_config
-from das.geography import Level
-from das.measure import read_nmf
-from das.read import geocode_of, read_histograms
-from das.spark import spark_session
-from das.topdown import SOLUTION_SCHEMA, _family_rows, checkpoint_path, children_frame, level_plan
+from das.input.read import geocode_of, read_histograms
+from das.postprocess.levels import (
+    SOLUTION_SCHEMA,
+    _family_rows,
+    checkpoint_path,
+    children_frame,
+    level_plan,
+)
+from das.privacy.measure import read_nmf
+from das.spark.session import spark_session
+from das.spec.config import Config, load_config
+from das.spec.geography import Level
 
 
 def costliest_parents(run: Path, level: str, parent_length: int, top: int) -> list[str]:

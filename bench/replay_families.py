@@ -9,7 +9,7 @@ before/after figures of docs/performance.md come from this.
 ``capture`` rebuilds exactly the rows the level's Spark tasks saw for a random sample of its
 parents (the children's noisy answers, units and totals, and the parent's protected counts;
 as ``bench.profile_family`` does for the costliest ones) and pickles them. ``replay`` runs
-``das.topdown._family_rows`` on each, with single-threaded BLAS as in Spark's workers,
+``das.postprocess.levels._family_rows`` on each, with single-threaded BLAS as in Spark's workers,
 prints the total seconds of each repeat (the minimum is the figure to compare) and can save
 the counts or compare them with saved ones: a change meant to be exact must give identical
 counts on every family.
@@ -33,9 +33,9 @@ import numpy as np  # noqa: E402
 
 def capture(args: argparse.Namespace) -> None:
     from bench.profile_family import parent_level_of, rebuild_families
-    from das.config import load_config
-    from das.spark import spark_session
-    from das.topdown import SOLUTION_SCHEMA, checkpoint_path
+    from das.postprocess.levels import SOLUTION_SCHEMA, checkpoint_path
+    from das.spark.session import spark_session
+    from das.spec.config import load_config
 
     config = load_config(args.config, overrides=["run.production=false"], seed=1)
     spark = spark_session(config.file.spark, "capture families")
@@ -56,8 +56,8 @@ def capture(args: argparse.Namespace) -> None:
 
 
 def replay(args: argparse.Namespace) -> None:
-    from das.config import load_config
-    from das.topdown import _family_rows, level_plan
+    from das.postprocess.levels import _family_rows, level_plan
+    from das.spec.config import load_config
 
     with open(args.file, "rb") as handle:
         saved = pickle.load(handle)

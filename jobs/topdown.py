@@ -12,7 +12,7 @@ docs/cluster.md.
 
 import sys
 
-from das.cli import main
+from das.job.cli import main
 
 if __name__ == "__main__":
     sys.exit(main(["run", *sys.argv[1:]]))

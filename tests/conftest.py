@@ -12,8 +12,8 @@ SHARED_DATA = ROOT.parent / "shared" / "data" / "real"
 
 @pytest.fixture(scope="session")
 def spark():
-    from das.config import SparkSection
-    from das.spark import spark_session
+    from das.spark.session import spark_session
+    from das.spec.config import SparkSection
 
     session = spark_session(SparkSection(master="local[2]", shuffle_partitions=4), "das-tests")
     yield session

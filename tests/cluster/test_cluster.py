@@ -1,7 +1,7 @@
 """The job on a real Spark standalone cluster on loopback: same output as local, and faults.
 
 One master and two workers (1 core each) run for the whole module, started and stopped by
-``das.standalone``; before each test both workers are alive. The job is launched the way a
+``das.cluster.standalone``; before each test both workers are alive. The job is launched the way a
 user launches it, by ``spark-submit --master spark://...``, and its faults are real ones:
 SIGKILL of a worker's process group (worker JVM, executor JVM, Python workers) or of the
 driver's (spark-submit, its JVM and the Python driver).
@@ -27,8 +27,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from das import standalone
-from das.fixture_synthetic import write_synthetic_fixture
+from das.cluster import standalone
+from das.fixtures.synthetic import write_synthetic_fixture
 from tests.conftest import ROOT
 
 pytestmark = [pytest.mark.cluster, pytest.mark.spark, pytest.mark.slow]

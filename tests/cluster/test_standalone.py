@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from das import standalone
+from das.cluster import standalone
 from das.errors import UserError
 
 

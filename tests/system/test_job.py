@@ -14,10 +14,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from das.config import load_config
-from das.fixture_synthetic import write_synthetic_fixture
-from das.run import run_job
-from das.validate import validate_run
+from das.fixtures.synthetic import write_synthetic_fixture
+from das.job.run import run_job
+from das.output.validate import validate_run
+from das.spec.config import load_config
 from tests.conftest import ROOT
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]

@@ -8,10 +8,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from das.config import load_config
-from das.measure import NMF_SCHEMA, noise_label, pivot_measurements, read_nmf, write_nmf
-from das.noise import discrete_gaussian, seeded_rng
-from das.read import read_histograms
+from das.input.read import read_histograms
+from das.privacy.measure import NMF_SCHEMA, noise_label, pivot_measurements, read_nmf, write_nmf
+from das.privacy.noise import discrete_gaussian, seeded_rng
+from das.spec.config import load_config
 from tests.conftest import ROOT
 from tests.helpers import tiny_input, write_input
 

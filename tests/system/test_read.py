@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from das.config import load_config
 from das.errors import UserError
-from das.inputcheck import InputError
-from das.read import read_histograms
+from das.input.check import InputError
+from das.input.read import read_histograms
+from das.spec.config import load_config
 from tests.conftest import ROOT
 from tests.helpers import tiny_input, write_input
 

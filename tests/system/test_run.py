@@ -14,16 +14,16 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from das import topdown
-from das.cli import main
-from das.config import load_config
-from das.fixture_pl94 import write_pl94_fixture
-from das.fixture_synthetic import write_synthetic_fixture
-from das.metrics import overall
-from das.run import run_job
-from das.topdown import SOLUTION_SCHEMA, _report
-from das.validate import validate_run
-from das.write import read_microdata
+from das.confidential.metrics import overall
+from das.fixtures.pl94 import write_pl94_fixture
+from das.fixtures.synthetic import write_synthetic_fixture
+from das.job.cli import main
+from das.job.run import run_job
+from das.output.microdata import read_microdata
+from das.output.validate import validate_run
+from das.postprocess import levels as topdown
+from das.postprocess.levels import SOLUTION_SCHEMA, _report
+from das.spec.config import load_config
 from tests.conftest import ROOT, SHARED_DATA
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from das.optimize import UNBOUNDED, FixedQuery, Measurement, ParentProblem
-from das.schema import Schema, load_schema, schema_from_dict
+from das.postprocess.parent import UNBOUNDED, FixedQuery, Measurement, ParentProblem
+from das.spec.schema import Schema, load_schema, schema_from_dict
 
 #: The ten non-total queries of the 2020 persons strategy (the second pass).
 STRATEGY_QUERIES = (

@@ -2,8 +2,8 @@ from fractions import Fraction
 
 import pytest
 
-from das.accounting import Budget, bun_steinke_epsilon, cks_delta, cks_epsilon
 from das.errors import UserError
+from das.privacy.accounting import Budget, bun_steinke_epsilon, cks_delta, cks_epsilon
 
 
 @pytest.mark.parametrize(

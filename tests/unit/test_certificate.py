@@ -3,9 +3,9 @@ from pathlib import Path
 
 import pytest
 
-from das.certificate import build_certificate, render_markdown
-from das.config import load_config
-from das.topdown import LevelReport
+from das.output.certificate import build_certificate, render_markdown
+from das.postprocess.levels import LevelReport
+from das.spec.config import load_config
 
 ROOT = Path(__file__).resolve().parents[2]
 

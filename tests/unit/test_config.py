@@ -3,8 +3,8 @@ from pathlib import Path
 
 import pytest
 
-from das.config import load_config
 from das.errors import UserError
+from das.spec.config import load_config
 
 ROOT = Path(__file__).resolve().parents[2]
 PRODUCTION = ROOT / "configs" / "pl94_2020_production.toml"

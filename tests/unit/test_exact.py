@@ -2,7 +2,7 @@ from fractions import Fraction
 
 import pytest
 
-from das.exact import format_fraction, parse_fraction
+from das.spec.exact import format_fraction, parse_fraction
 
 
 @pytest.mark.parametrize(

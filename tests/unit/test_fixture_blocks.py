@@ -1,6 +1,6 @@
 """The real-block-counts fixture: every source count reproduced, unit rules, determinism.
 
-Also checks that the distributions written as constants in ``das.fixture_rates`` match
+Also checks that the distributions written as constants in ``das.fixtures.rates`` match
 the public files they cite (skipped where ``../shared/data/real`` is absent).
 """
 
@@ -14,12 +14,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from das import fixture_common as fc
-from das import fixture_rates as fr
-from das import fixture_synthetic as fs
 from das.errors import UserError
-from das.fixture_blocks import COUNT_COLUMNS, write_blocks_fixture
-from das.schema import cenrace_combinations
+from das.fixtures import common as fc
+from das.fixtures import rates as fr
+from das.fixtures import synthetic as fs
+from das.fixtures.blocks import COUNT_COLUMNS, write_blocks_fixture
+from das.spec.schema import cenrace_combinations
 
 SHARED = Path(__file__).parents[2].parent / "shared" / "data" / "real"
 RI_BLOCKS = SHARED / "alarm_census_2020_blocks" / "ri_2010_block.parquet"

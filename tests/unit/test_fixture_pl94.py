@@ -15,11 +15,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from das import fixture_common as fc
-from das import fixture_pl94_source as src
-from das import fixture_rates as fr
 from das.errors import UserError
-from das.fixture_pl94 import write_pl94_fixture
+from das.fixtures import common as fc
+from das.fixtures import pl94_source as src
+from das.fixtures import rates as fr
+from das.fixtures.pl94 import write_pl94_fixture
 
 SHARED = Path(__file__).parents[2].parent / "shared" / "data" / "real"
 PROTOTYPE = SHARED / "pl94171_ri2018_e2e_prototype" / "ri2018_e2e_pl_prototype_subset.parquet"

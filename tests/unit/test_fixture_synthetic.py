@@ -9,10 +9,10 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from das import fixture_common as fc
-from das import fixture_rates as fr
 from das.errors import UserError
-from das.fixture_synthetic import write_synthetic_fixture
+from das.fixtures import common as fc
+from das.fixtures import rates as fr
+from das.fixtures.synthetic import write_synthetic_fixture
 
 
 def _read(out: Path) -> tuple[pd.DataFrame, pd.DataFrame]:

@@ -1,7 +1,7 @@
 import pytest
 
 from das.errors import UserError
-from das.geography import DEFAULT_LEVELS, Geography
+from das.spec.geography import DEFAULT_LEVELS, Geography
 
 
 def test_default_chain_and_parents():

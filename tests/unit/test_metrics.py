@@ -3,7 +3,7 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
-from das.metrics import (
+from das.confidential.metrics import (
     ALL,
     DIVERSITY_GROUPS,
     _summarise,
@@ -17,8 +17,8 @@ from das.metrics import (
     size_bin,
     size_bins,
 )
-from das.progress import _clock
-from das.schema import load_schema
+from das.job.progress import _clock
+from das.spec.schema import load_schema
 
 PL94 = load_schema("pl94_persons")
 
@@ -167,7 +167,7 @@ def test_batch_errors_do_not_depend_on_chunking(monkeypatch):
     queries = [PL94.query("total"), PL94.query("votingage*hispanic*cenrace")]
     groups = diversity_groups(PL94)
     whole = batch_errors(_batch(), queries, groups)
-    monkeypatch.setattr("das.metrics._CHUNK_CELLS", 1)  # one geounit per chunk
+    monkeypatch.setattr("das.confidential.metrics._CHUNK_CELLS", 1)  # one geounit per chunk
     pd.testing.assert_frame_equal(batch_errors(_batch(), queries, groups), whole)
 
 

@@ -41,8 +41,8 @@ import pytest
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms
 from scipy import stats
 
-from das import noise
-from das.noise import (
+from das.privacy import noise
+from das.privacy.noise import (
     _TOLERANCE,
     Rng,
     _exact_below_exp,
@@ -284,7 +284,7 @@ def test_kernels_compile_without_a_cache_where_numba_has_no_cache_directory() ->
         "import numba.core.caching as c\n"
         "c.CacheImpl._locator_classes = []\n"
         "from das import noise_kernel\n"
-        "from das.noise import discrete_gaussian_rows, seeded_rng\n"
+        "from das.privacy.noise import discrete_gaussian_rows, seeded_rng\n"
         "assert type(noise_kernel.candidates_rows._cache).__name__ == 'NullCache'\n"
         "rng = seeded_rng(3)\n"
         "rows = discrete_gaussian_rows(4, 5, [rng.child('a'), rng.child('b')])\n"
@@ -514,7 +514,7 @@ def _keystream_words(key: bytes, count: int, block: int = 0, segment: int = 0) -
 
 
 def _seed_key(seed: int) -> bytes:
-    return hashlib.sha256(b"das.noise.seeded_rng.v1\x00" + str(seed).encode()).digest()
+    return hashlib.sha256(b"das.privacy.noise.seeded_rng.v1\x00" + str(seed).encode()).digest()
 
 
 def test_seeded_stream_is_the_documented_chacha20_keystream() -> None:

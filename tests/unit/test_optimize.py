@@ -12,18 +12,22 @@ import dataclasses
 import numpy as np
 import pytest
 
-from das import l2, l2_kkt, l2_start, optimize, rounding
-from das.compact import block_sums, compact, layout, spread_counts
 from das.errors import InternalError
-from das.failsafe import feasible_point
-from das.optimize import UNBOUNDED, FixedQuery, Measurement, ParentProblem, solve_parent
-from das.optimize_reference import (
+from das.postprocess import parent as optimize
+from das.postprocess import rounding
+from das.postprocess.compact import block_sums, compact, layout, spread_counts
+from das.postprocess.failsafe import feasible_point
+from das.postprocess.l2 import kkt as l2_kkt
+from das.postprocess.l2 import nnls as l2
+from das.postprocess.l2 import start as l2_start
+from das.postprocess.parent import UNBOUNDED, FixedQuery, Measurement, ParentProblem, solve_parent
+from das.postprocess.reference import (
     round_reference,
     rounding_objective,
     solve_l2_reference,
 )
-from das.rounding import round_counts
-from das.solution_check import check_solution
+from das.postprocess.rounding import round_counts
+from das.postprocess.solution_check import check_solution
 from tests.unit.instances import (
     Instance,
     fixed_totals,
@@ -542,9 +546,9 @@ def test_face_solve_matches_a_dense_kkt_solve(seed, stacked, monkeypatch):
     """Children with different free sets, dependent held rows (a fixed marginal that sums
     to the fixed total) and tight upper and lower bounds: the eliminations, stacked (all
     children, the smaller half, none), give the dense KKT system's minimiser."""
-    from das import l2_face
-    from das.l2_face import equality_solve
-    from das.l2_kkt import ActiveSet, normal_equations
+    from das.postprocess.l2 import face as l2_face
+    from das.postprocess.l2.face import equality_solve
+    from das.postprocess.l2.kkt import ActiveSet, normal_equations
 
     instance = _small(seed)
     matrix = persons_schema().query("votingage*hispanic").matrix
@@ -585,8 +589,8 @@ def test_face_that_fixes_every_free_entry_leaves_nothing_to_share(seed):
     when they add up to the parent and flagged when they do not. (S's ridge, relative to
     its zero trace, used to overflow the solve into NaN, which passed as an optimum; met in
     an RI block group at seed 2.)"""
-    from das.l2_face import equality_solve
-    from das.l2_kkt import ActiveSet, normal_equations
+    from das.postprocess.l2.face import equality_solve
+    from das.postprocess.l2.kkt import ActiveSet, normal_equations
 
     instance = _small(seed)
     lay = layout(instance.problem)

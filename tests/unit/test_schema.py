@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from das.errors import UserError
-from das.schema import cenrace_combinations, load_schema, schema_from_dict, shipped_schemas
+from das.spec.schema import cenrace_combinations, load_schema, schema_from_dict, shipped_schemas
 
 PL94_QUERIES = [
     "total",

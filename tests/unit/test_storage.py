@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from das import storage
 from das.errors import UserError
+from das.spark import storage
 
 pytestmark = pytest.mark.spark
 

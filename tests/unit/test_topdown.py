@@ -8,10 +8,8 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from das import config as config_module
-from das.config import load_config
 from das.errors import InternalError
-from das.topdown import (
+from das.postprocess.levels import (
     SOLVERS,
     _allowed_cells,
     combined_totals,
@@ -20,6 +18,8 @@ from das.topdown import (
     level_plan,
     solve_family,
 )
+from das.spec import config as config_module
+from das.spec.config import load_config
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -1,4 +1,4 @@
-"""The total-only pass solved by its structure (``das.total_pass``): the same optimum as the
+"""The total-only pass solved by its structure (``das.postprocess.total_pass``): the same optimum as the
 general solvers, the best rounding in its box (checked by enumeration against an LP
 feasibility test, not against the polytope the module uses), and the general path for
 every pass of another form."""
@@ -12,10 +12,11 @@ import numpy as np
 import pytest
 from scipy.optimize import linprog
 
-from das import optimize, total_pass
-from das.compact import compact, layout
-from das.optimize import Measurement, ParentProblem, solve_parent
-from das.solution_check import check_solution
+from das.postprocess import parent as optimize
+from das.postprocess import total_pass
+from das.postprocess.compact import compact, layout
+from das.postprocess.parent import Measurement, ParentProblem, solve_parent
+from das.postprocess.solution_check import check_solution
 
 
 def _total_pass(seed: int, n_children: int, groups: int = 4) -> ParentProblem:

@@ -2,8 +2,8 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from das.schema import load_schema
-from das.write import GEOGRAPHY_COLUMNS, expand_blocks
+from das.output.microdata import GEOGRAPHY_COLUMNS, expand_blocks
+from das.spec.schema import load_schema
 
 
 def expand_block(geocode: str, cells: np.ndarray, counts: np.ndarray, schema) -> pd.DataFrame:

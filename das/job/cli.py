@@ -1,0 +1,157 @@
+"""The ``das`` command: build fixtures, run the TopDown job, validate its output.
+
+A user's mistake (bad argument, config or input) prints one clear message and exits with
+code 2; a bug (InternalError) exits with code 1 and says it is a bug. The same argument
+parser serves ``jobs/topdown.py`` under spark-submit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from das.errors import InternalError, UserError
+
+log = logging.getLogger("das")
+
+
+def add_run_arguments(parser: argparse.ArgumentParser) -> None:
+    """Arguments of a TopDown run, shared by ``das run`` and ``jobs/topdown.py``."""
+    parser.add_argument("config", help="run configuration (TOML), e.g. configs/demo.toml")
+    parser.add_argument(
+        "--input", required=True, help="directory with the persons and units tables"
+    )
+    parser.add_argument("--output", required=True, help="directory for the outputs (must be new)")
+    parser.add_argument(
+        "--seed", type=int, help="fixed noise seed (test mode; refused in production)"
+    )
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a config key, e.g. --set budget.rho=1/2 (repeatable)",
+    )
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue the run in --output: reuse its noisy measurements and finished levels",
+    )
+
+
+def parser() -> argparse.ArgumentParser:
+    top = argparse.ArgumentParser(prog="das", description=__doc__.splitlines()[0])
+    top.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    commands = top.add_subparsers(dest="command", required=True)
+
+    run = commands.add_parser("run", help="run the TopDown job locally (embedded Spark)")
+    add_run_arguments(run)
+
+    validate = commands.add_parser(
+        "validate", help="check a finished run's outputs against its input"
+    )
+    validate.add_argument("--input", required=True, help="the run's input directory")
+    validate.add_argument("--output", required=True, help="the run's output directory")
+
+    fixture = commands.add_parser("fixture", help="write a deterministic test input")
+    kinds = fixture.add_subparsers(dest="kind", required=True)
+    blocks = kinds.add_parser("blocks", help="expand real block counts into persons and units")
+    blocks.add_argument("path", help="block-count Parquet, e.g. ri_2010_block.parquet")
+    blocks.add_argument("--seed", type=int, required=True)
+    blocks.add_argument("--out", required=True)
+    pl94 = kinds.add_parser(
+        "pl94", help="a P.L. 94-171 block table (2018 End-to-End prototype) as records"
+    )
+    pl94.add_argument("path", help="e.g. ri2018_e2e_pl_prototype_subset.parquet")
+    pl94.add_argument("--seed", type=int, required=True)
+    pl94.add_argument("--out", required=True)
+    synthetic = kinds.add_parser("synthetic", help="a synthetic state of any size")
+    synthetic.add_argument("--persons", type=int, required=True)
+    synthetic.add_argument("--counties", type=int, help="number of counties (default: by size)")
+    synthetic.add_argument("--seed", type=int, required=True)
+    synthetic.add_argument("--out", required=True)
+    return top
+
+
+def run_command(args: argparse.Namespace) -> None:
+    from das.job.run import run_job
+    from das.spec.config import load_config
+
+    # A URI (hdfs://, s3a://) is checked by Spark when it reads; a local path right away.
+    if "://" not in args.input and not Path(args.input).is_dir():
+        raise UserError(f"--input {args.input} is not a directory")
+    config = load_config(args.config, overrides=args.overrides, seed=args.seed)
+    result = run_job(config, args.input, args.output, resume=args.resume)
+    print(f"protected microdata: {result.output}/mdf")
+    print(f"certificate:         {result.output}/certificate.md")
+
+
+def fixture_command(args: argparse.Namespace) -> None:
+    if args.kind == "blocks":
+        from das.fixtures.blocks import write_blocks_fixture
+
+        summary = write_blocks_fixture(Path(args.path), Path(args.out), args.seed)
+    elif args.kind == "pl94":
+        from das.fixtures.pl94 import write_pl94_fixture
+
+        summary = write_pl94_fixture(Path(args.path), Path(args.out), args.seed)
+    else:
+        from das.fixtures.synthetic import write_synthetic_fixture
+
+        if args.persons < 0:
+            raise UserError(f"--persons must be >= 0, got {args.persons}")
+        summary = write_synthetic_fixture(
+            args.persons, Path(args.out), args.seed, counties=args.counties
+        )
+    print(
+        f"fixture written to {args.out}: {summary.persons:,} persons, {summary.units:,} units, "
+        f"{summary.blocks:,} blocks"
+    )
+
+
+def validate_command(args: argparse.Namespace) -> None:
+    from das.output.validate import validate_run
+    from das.spark.session import spark_session
+    from das.spec.config import SparkSection
+
+    # run.json keeps no spark section (it is not part of a run's identity): defaults here
+    spark = spark_session(SparkSection(), "das validate")
+    problems = validate_run(spark, args.input, args.output)
+    if problems:
+        raise InternalError("the output fails validation:\n  " + "\n  ".join(problems))
+    print(f"{args.output}: valid")
+
+
+COMMANDS = {"run": run_command, "fixture": fixture_command, "validate": validate_command}
+
+
+def configure_logging(verbose: bool) -> None:
+    logging.basicConfig(
+        format="%(asctime)s %(message)s",
+        datefmt="%H:%M:%S",
+        level=logging.DEBUG if verbose else logging.INFO,
+    )
+    for noisy in ("py4j", "pyspark", "matplotlib"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    configure_logging(args.verbose)
+    try:
+        COMMANDS[args.command](args)
+    except UserError as exc:
+        print(f"das: error: {exc}", file=sys.stderr)
+        return 2
+    except InternalError as exc:
+        print(f"das: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,346 @@
+"""Checking a finished run from what it wrote, independently of the engine's code paths.
+
+The validator reads the protected microdata, the noisy measurement file and the
+certificate back from disk, and the units and persons tables from the input, and checks
+with its own Spark queries (not the engine's recodes or solver): columns and domains,
+record numbering, structural zeros, the exact invariants (totals where configured, and
+group-quarters / housing-unit bounds per block), record counts, and that the certificate's
+budget adds up. It returns the list of violations; empty means valid.
+"""
+
+from __future__ import annotations
+
+import json
+from fractions import Fraction
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from das.errors import UserError
+from das.input.read import load_tables
+from das.output.microdata import GEOGRAPHY_COLUMNS
+from das.privacy.measure import NMF_SCHEMA
+from das.spark import storage
+from das.spec.config import Config, build_config
+from das.spec.schema import Schema
+
+MAX_EXAMPLES = 5
+
+
+def load_run_config(spark: SparkSession, output: str) -> Config:
+    marker = f"{output.rstrip('/')}/run.json"
+    if not storage.exists(spark, marker):
+        raise UserError(f"{output} holds no das run (no run.json)")
+    return build_config(json.loads(storage.read_text(spark, marker)), marker)
+
+
+def validate_run(spark: SparkSession, input_dir: str, output: str) -> list[str]:
+    """Every violation found in the run written to ``output`` (empty list: valid)."""
+    config = load_run_config(spark, output)
+    for part in ("mdf", "nmf", "certificate.json"):
+        if not storage.exists(spark, f"{output}/{part}"):
+            return [f"{output}/{part} is missing: the run did not finish"]
+    mdf = spark.read.parquet(f"{output}/mdf")
+    certificate = json.loads(storage.read_text(spark, f"{output}/certificate.json"))
+    names = check_column_names(mdf, config.schema)
+    if names:
+        return names
+    codes, numbering = check_blocks(mdf)
+    problems = check_values(mdf, config.schema) + codes
+    if problems:  # broken values: the checks below would decode them into false reports
+        return problems
+    decoded = decode(mdf, config.schema)
+    units = _units(spark, config, input_dir)
+    problems += numbering
+    problems += check_structural_zeros(decoded, config.schema)
+    problems += check_totals(spark, decoded, config, input_dir)
+    problems += check_facilities(decoded, units, config.schema)
+    problems += check_nmf(spark, output)
+    problems += check_certificate(certificate, mdf.count(), config)
+    return problems
+
+
+def _examples(frame: DataFrame, columns: list[str]) -> str:
+    rows = frame.select(*columns).limit(MAX_EXAMPLES).collect()
+    return "; ".join(", ".join(f"{c}={r[c]}" for c in columns) for r in rows)
+
+
+#: A check: the condition that marks a row broken, the message, the columns its examples
+#: show, and optionally what a broken row counts for (a column of a summary: the records
+#: it stands for). Without it, each broken row counts one.
+Check = tuple[Column, str, list[str]] | tuple[Column, str, list[str], Column]
+
+
+def _flag_all(frame: DataFrame, checks: list[Check]) -> list[str]:
+    """One message per check whose condition holds on some row (with examples)."""
+    return [message for message in _flag_each(frame, checks) if message]
+
+
+def _flag_each(frame: DataFrame, checks: list[Check]) -> list[str | None]:
+    """For each check in order, its message (with examples) if its condition holds on some
+    row, else None.
+
+    All conditions are counted in one pass over ``frame`` (a row where a condition is null
+    counts as not broken, as in ``filter``); only a broken check reads examples. On the RI
+    MDF (1.05M records), the column checks went from 2.6 s (one pass each) to about 0.4 s.
+    """
+    if not checks:
+        return []
+    counts = frame.agg(
+        *[
+            F.sum(F.when(check[0], check[3] if len(check) > 3 else 1).otherwise(0)).alias(f"c{i}")
+            for i, check in enumerate(checks)
+        ]
+    ).first()
+    messages: list[str | None] = []
+    for i, (broken, message, columns, *_) in enumerate(checks):
+        count = counts[f"c{i}"] or 0
+        messages.append(
+            f"{message}: {count} row(s), e.g. {_examples(frame.filter(broken), columns)}"
+            if count
+            else None
+        )
+    return messages
+
+
+# ---- the checks ---------------------------------------------------------------------------
+def check_column_names(mdf: DataFrame, schema: Schema) -> list[str]:
+    expected = [*GEOGRAPHY_COLUMNS, "EPNUM", *(c.name for c in schema.output)]
+    if sorted(mdf.columns) != sorted(expected):
+        return [f"mdf columns are {sorted(mdf.columns)}, expected {sorted(expected)}"]
+    return []
+
+
+def check_values(mdf: DataFrame, schema: Schema) -> list[str]:
+    """Every output column's values are among the schema's (the geography codes are
+    checked per block, by ``check_blocks``)."""
+    return _flag_all(
+        mdf,
+        [
+            (
+                F.col(column.name).isNull() | ~F.col(column.name).isin(list(set(column.values))),
+                f"{column.name} outside {sorted(set(column.values))}",
+                [column.name],
+            )
+            for column in schema.output
+        ],
+    )
+
+
+def decode(mdf: DataFrame, schema: Schema) -> DataFrame:
+    """Add geoid and one column per attribute, decoded from an output column that names its levels."""
+    geoid = F.concat(*[F.col(c) for c in ("TABBLKST", "TABBLKCOU", "TABTRACTCE", "TABBLK")])
+    frame = mdf.withColumn("_geoid", geoid)
+    for attribute in schema.attributes:
+        column = next(
+            (
+                c
+                for c in schema.output
+                if c.attribute == attribute.name and len(set(c.values)) == len(c.values)
+            ),
+            None,
+        )
+        if column is None:
+            raise UserError(f"schema {schema.name}: no output column identifies {attribute.name!r}")
+        level = F.lit(None).cast("int")
+        for index, value in enumerate(column.values):
+            level = F.when(F.col(column.name) == value, F.lit(index)).otherwise(level)
+        frame = frame.withColumn(f"_a_{attribute.name}", level)
+    return frame
+
+
+def check_blocks(mdf: DataFrame) -> tuple[list[str], list[str]]:
+    """The geography codes and the record numbering, from one summary per block (its
+    geography, its records and their sorted EPNUMs): (code problems, numbering problems).
+
+    Codes: each is a string of digits of its width (null is broken), and TABBLKGRPCE is
+    TABBLK's first digit; counted in records. On the summary's rows instead of every
+    record's (a regular expression per code), the 4M MDF's value checks took 0.3 s instead
+    of 1.75-2.0 s and the summary 2.0 instead of 1.7 s (one key more), warm on local[2].
+
+    Numbering: EPNUM is 1..n inside each block of n records, that is the block's sorted
+    EPNUMs are 1..n (a null EPNUM leaves the list shorter than n); counted in blocks.
+    Sorting each block's list is exact and avoids countDistinct's second aggregation (4M
+    records, 6.8 s -> 2.0 s warm on local[2]).
+    """
+    stats = mdf.groupBy(*GEOGRAPHY_COLUMNS).agg(
+        F.count(F.lit(1)).alias("n"), F.array_sort(F.collect_list("EPNUM")).alias("epnums")
+    )
+    codes: list[Check] = [
+        (
+            F.col(name).isNull() | ~F.col(name).cast("string").rlike(f"^[0-9]{{{b - a}}}$"),
+            f"{name} is not a {b - a}-digit code",
+            [name],
+            F.col("n"),
+        )
+        for name, (a, b) in GEOGRAPHY_COLUMNS.items()
+    ]
+    codes.append(
+        (
+            F.col("TABBLKGRPCE") != F.substring("TABBLK", 1, 1),
+            "TABBLKGRPCE is not the first digit of TABBLK",
+            ["TABBLKGRPCE", "TABBLK"],
+            F.col("n"),
+        )
+    )
+    numbering: Check = (
+        F.col("epnums") != F.sequence(F.lit(1), F.col("n")),
+        "EPNUM is not 1..n inside a block",
+        [*GEOGRAPHY_COLUMNS, "n", "epnums"],
+    )
+    *code_messages, numbering_message = _flag_each(stats, [*codes, numbering])
+    return [m for m in code_messages if m], [numbering_message] if numbering_message else []
+
+
+def check_structural_zeros(decoded: DataFrame, schema: Schema) -> list[str]:
+    checks = []
+    for zero in schema.structural_zeros:
+        broken = F.lit(True)
+        for attribute, levels in zero.items():
+            broken = broken & F.col(f"_a_{attribute}").isin(list(levels))
+        checks.append(
+            (
+                broken,
+                f"records in structural zero {dict(zero)}",
+                ["_geoid", *[c.name for c in schema.output]],
+            )
+        )
+    return _flag_all(decoded, checks)
+
+
+def check_totals(
+    spark: SparkSession, decoded: DataFrame, config: Config, input_dir: str
+) -> list[str]:
+    """Where the total is invariant, every geounit's record count equals the input's.
+
+    Each side is counted per geounit of every such level in one aggregation (a record
+    stands in one row per level, keyed by its geoid's prefix), and the two are joined
+    once: a pass over the MDF and one over the input instead of one of each per level.
+    """
+    level_name = config.total_invariant_level
+    if level_name is None:
+        return []
+    geo = config.geography
+    levels = geo.levels[: geo.index(level_name) + 1]
+
+    def per_geounit(frame: DataFrame, geoid: str, name: str) -> DataFrame:
+        def code(length: int) -> Column:
+            return F.substring(geoid, 1, length) if length else F.lit("")
+
+        keys = F.array(
+            *[
+                F.struct(F.lit(level.name).alias("level"), code(level.length).alias("geocode"))
+                for level in levels
+            ]
+        )
+        return (
+            frame.select(F.explode(keys).alias("key"))
+            .groupBy(F.col("key.level").alias("level"), F.col("key.geocode").alias("geocode"))
+            .agg(F.count(F.lit(1)).alias(name))
+        )
+
+    both = (
+        per_geounit(decoded, "_geoid", "protected")
+        .join(
+            per_geounit(_records_table(spark, config, input_dir), "geoid", "input"),
+            ["level", "geocode"],
+            "full_outer",
+        )
+        .fillna(0)
+    )
+    return _flag_all(
+        both,
+        [
+            (
+                (F.col("level") == level.name) & (F.col("protected") != F.col("input")),
+                f"invariant total broken at level {level.name}",
+                ["geocode", "protected", "input"],
+            )
+            for level in levels
+        ],
+    )
+
+
+def check_facilities(decoded: DataFrame, units: DataFrame, schema: Schema) -> list[str]:
+    """Per block and facility type: at least one person per facility, none without a unit."""
+    if schema.facility_attribute is None:
+        return []
+    attr = f"_a_{schema.facility_attribute}"
+    people = decoded.groupBy(F.col("_geoid").alias("geoid"), F.col(attr).alias("gqtype")).agg(
+        F.count(F.lit(1)).alias("persons")
+    )
+    facilities = units.groupBy("geoid", "gqtype").agg(
+        F.sum(F.when((F.col("gqtype") == 0) | F.col("occupied"), 1).otherwise(0)).alias(
+            "facilities"
+        ),
+        F.count(F.lit(1)).alias("listed"),
+    )
+    both = people.join(facilities, ["geoid", "gqtype"], "full_outer").fillna(0)
+    return _flag_all(
+        both,
+        [
+            (
+                (F.col("gqtype") > 0) & (F.col("persons") < F.col("facilities")),
+                "fewer group-quarters residents than occupied facilities",
+                ["geoid", "gqtype", "persons", "facilities"],
+            ),
+            (
+                (F.col("persons") > 0) & (F.col("facilities") == 0),
+                "persons in a type of unit the block does not have",
+                ["geoid", "gqtype", "persons"],
+            ),
+        ],
+    )
+
+
+def check_nmf(spark: SparkSession, output: str) -> list[str]:
+    nmf = spark.read.parquet(f"{output}/nmf")
+    if nmf.columns != NMF_SCHEMA.fieldNames():
+        return [
+            f"nmf columns are {nmf.columns}, expected {NMF_SCHEMA.fieldNames()} (and no raw counts)"
+        ]
+    return []
+
+
+def check_certificate(certificate: dict, records: int, config: Config) -> list[str]:
+    problems = []
+    if certificate.get("records", {}).get("output_records") != records:
+        problems.append(
+            f"certificate says {certificate.get('records')} records, the mdf has {records}"
+        )
+    privacy = certificate["privacy"]
+    total = sum(
+        (
+            Fraction(q["rho"]["exact"])
+            for lv in privacy["levels"].values()
+            for q in lv["queries"].values()
+        ),
+        start=Fraction(0),
+    )
+    if total != Fraction(privacy["rho"]["exact"]) or total != config.budget.rho:
+        problems.append(
+            f"certificate budget does not add up: queries sum to {total}, "
+            f"certificate rho {privacy['rho']['exact']}, config rho {config.budget.rho}"
+        )
+    return problems
+
+
+# ---- input tables ------------------------------------------------------------------------
+# Read with the engine's loader (file format, column mapping); every check above is the
+# validator's own.
+def _units(spark: SparkSession, config: Config, input_dir: str) -> DataFrame:
+    units = load_tables(spark, config, input_dir).units
+    return units.select(
+        "geoid",
+        F.col("gqtype").cast("int").alias("gqtype"),
+        F.col("occupied").cast("boolean").alias("occupied"),
+    )
+
+
+def _records_table(spark: SparkSession, config: Config, input_dir: str) -> DataFrame:
+    if config.schema.record == "units":
+        units = _units(spark, config, input_dir)
+        for column, allowed in config.schema.record_filter.items():
+            units = units.filter(F.col(column).isin(list(allowed)))
+        return units
+    return load_tables(spark, config, input_dir).persons.select("geoid")

@@ -1,0 +1,131 @@
+"""The L2 pass in the terms its solvers work in, and the quantities of the KKT test.
+
+Over blocks the pass objective is sum_c x_c'Qx_c/2 - R_c'x_c + const (``Normal``); its
+exact value comes from the residuals (``objective``). The KKT test is written in reduced
+costs, group sums and the ``Tolerances`` below; the L2 modules hand each other a guess of
+the optimal face (``ActiveSet``), multipliers (``Duals``) and primal-dual points
+(``Point``). See ``das.postprocess.l2.nnls`` for the method.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from das.postprocess.compact import CompactProblem
+
+#: Reduced costs above -REDUCED_COST_TOLERANCE * scale count as nonnegative.
+REDUCED_COST_TOLERANCE = 1e-7
+
+#: Kinds of constraint rows, as they appear in faces, restricted QPs and multipliers; the
+#: first four are in the order of the ``Duals`` fields, which code mapping rows back relies on.
+COUPLING, ROW, UPPER, LOWER, NONNEG = range(5)
+
+
+@dataclass(frozen=True)
+class Normal:
+    """The shared Hessian and the per-child linear terms: f(x_c) = x_c'Qx_c/2 - R_c'x_c + k."""
+
+    q: np.ndarray
+    r: np.ndarray
+
+    @property
+    def scale(self) -> float:
+        """Size of the linear terms: what "small" means for a reduced cost."""
+        return 1.0 + float(np.abs(self.r).max(initial=0.0))
+
+
+@dataclass(frozen=True)
+class Duals:
+    """Multipliers (Clarabel's sign convention: P x + q + A'z = 0) of a restricted solve."""
+
+    coupling: np.ndarray  # (n,) children-sum rows
+    rows: np.ndarray  # (C, r) child equality rows
+    upper: np.ndarray  # (C, G) group upper bounds (>= 0)
+    lower: np.ndarray  # (C, G) group lower bounds (>= 0)
+
+
+@dataclass(frozen=True)
+class ActiveSet:
+    """A guess of the optimal face: which variables may be nonzero, which bounds are tight."""
+
+    free: np.ndarray  # (C, n) bool
+    upper: np.ndarray  # (C, G) bool: group upper bound held as an equality
+    lower: np.ndarray  # (C, G) bool: group lower bound held as an equality
+
+    def key(self) -> bytes:
+        """A compact fingerprint, to notice the active-set iteration cycling."""
+        return np.packbits(
+            np.concatenate([self.free.ravel(), self.upper.ravel(), self.lower.ravel()])
+        ).tobytes()
+
+
+@dataclass(frozen=True)
+class Point:
+    """A primal point with multipliers; ``inconsistent`` flags children whose rows failed."""
+
+    x: np.ndarray
+    duals: Duals
+    inconsistent: np.ndarray  # (C,) bool
+
+
+@dataclass(frozen=True)
+class Tolerances:
+    """Primal (counts) and dual (gradient units) tolerances of the KKT test."""
+
+    primal: float
+    dual: float
+
+
+def normal_equations(cp: CompactProblem) -> Normal:
+    """Q = 2 sum_m w_m A_m'A_m (dense, n x n) and R = 2 sum_m w_m answers_m A_m (C x n)."""
+    q = np.zeros((cp.n_blocks, cp.n_blocks))
+    r = np.zeros((cp.n_children, cp.n_blocks))
+    for query in cp.queries:
+        q += 2.0 * query.weight * query.gram()
+        r += 2.0 * query.weight * query.answers[:, query.row]
+    return Normal(q, r)
+
+
+def objective(cp: CompactProblem, x: np.ndarray) -> float:
+    """sum_m w_m ||A_m x_c - answers_m[c]||^2 over children, untouched rows included.
+
+    Computed from the residuals, not from Q and R, so it has no cancellation error.
+    """
+    total = sum(query.constant for query in cp.queries)
+    for query in cp.queries:
+        residual = query.sums(x) - query.answers
+        total += query.weight * float(np.square(residual).sum())
+    return float(total)
+
+
+def reduced_costs(cp: CompactProblem, normal: Normal, x: np.ndarray, duals: Duals) -> np.ndarray:
+    """Reduced cost of every variable: >= 0 at a KKT point for each variable at zero."""
+    gradient = x @ normal.q - normal.r
+    from_rows = np.asarray(cp.rows.T @ duals.rows.T).T if cp.rows.shape[0] else 0.0
+    return (
+        gradient
+        + duals.coupling[None, :]
+        + from_rows
+        + duals.upper[:, cp.groups]
+        - duals.lower[:, cp.groups]
+    )
+
+
+def group_sums(cp: CompactProblem, x: np.ndarray) -> np.ndarray:
+    """(C, G) sums of each child's blocks per facility group."""
+    return np.stack([np.bincount(cp.groups, weights=row, minlength=cp.n_groups) for row in x])
+
+
+def tolerances(cp: CompactProblem, normal: Normal) -> Tolerances:
+    """Primal 1e-9 of the largest count involved; dual 1e-7 of the gradient's scale. A dual
+    violation that small moves the objective by ~(1e-7)^2 / curvature: far below 1e-6."""
+    largest = max(
+        1.0,
+        float(np.abs(cp.row_values).max(initial=0.0)),
+        0.0 if cp.parent is None else float(cp.parent.max(initial=0.0)),
+    )
+    return Tolerances(1e-9 * largest, REDUCED_COST_TOLERANCE * normal.scale)

@@ -1,0 +1,270 @@
+"""Run configuration: one TOML file, parsed once at the edge into typed, validated objects.
+
+Library code never reads keys: it receives a ``Config`` whose parts (schema, geography,
+budget, strategy) are already built and checked. Every refusal names the file, the key
+and what was expected. Any key can be overridden from the command line with
+``--set section.key=value`` (the value is read as TOML, falling back to a plain string).
+"""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import numpy as np
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, Strict, ValidationError
+
+from das.errors import UserError
+from das.privacy.accounting import Budget
+from das.spec.exact import parse_fraction
+from das.spec.geography import DEFAULT_LEVELS, Geography
+from das.spec.schema import Query, Schema, load_schema
+
+ExactFraction = Annotated[Fraction, BeforeValidator(parse_fraction)]
+
+#: Names accepted for choices made in config; an unknown name fails and lists these.
+SOLVERS = ("structured", "cvxpy")
+ROUNDERS = ("highs",)
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+        frozen=True,
+        strict=True,
+        arbitrary_types_allowed=True,
+        populate_by_name=True,
+    )
+
+
+class RunSection(_Section):
+    name: str
+    schema_name: str = Field(alias="schema")
+    production: bool = False
+    seed: int | None = None
+
+
+class InputSection(_Section):
+    format: Literal["parquet", "csv"] = "parquet"
+    persons: str = "persons.parquet"
+    units: str = "units.parquet"
+    columns: dict[str, str] = {}
+
+
+class GeographySection(_Section):
+    #: [name, prefix length] pairs from the root to the block; TOML has arrays, not tuples.
+    levels: list[Annotated[tuple[str, int], Strict(False)]] = list(DEFAULT_LEVELS)
+
+
+class BudgetSection(_Section):
+    rho: ExactFraction
+    delta: ExactFraction = Fraction(1, 10**10)
+    geolevels: dict[str, ExactFraction]
+    queries: dict[str, dict[str, ExactFraction]]
+
+
+class StrategySection(_Section):
+    passes: list[list[str]]
+    invariants: dict[Literal["total"], str] = {}
+
+
+class PostprocessSection(_Section):
+    solver: str = "structured"
+    rounder: str = "highs"
+    failsafe: bool = True
+    #: The ``total``-only pass fits each child's total to the inverse-variance combination of
+    #: every measured query's sum, not to the total query alone (False: the 2020 rule).
+    combine_totals: bool = True
+    #: Accept an integer rounding within this relative L1 gap of the proven bound (0: optimum).
+    mip_gap: float = Field(default=1e-3, ge=0.0, le=1.0)
+    #: Guard (seconds) per rounding MIP; the MIPs stop on node limits (see das.rounding).
+    mip_time_limit: float = Field(default=120.0, gt=0.0)
+
+
+class SparkSection(_Section):
+    master: str = "local[*]"
+    #: Memory of the local driver JVM (das run only; it also runs the local executors).
+    driver_memory: str = Field(default="4g", pattern=r"^[0-9]+[kmgt]$")
+    shuffle_partitions: int = Field(default=8, ge=1)
+    log_level: Literal["ERROR", "WARN", "INFO", "DEBUG"] = "ERROR"
+
+
+class ConfigFile(_Section):
+    run: RunSection
+    input: InputSection = InputSection()
+    geography: GeographySection = GeographySection()
+    budget: BudgetSection
+    strategy: StrategySection
+    postprocess: PostprocessSection = PostprocessSection()
+    spark: SparkSection = SparkSection()
+
+
+@dataclass(frozen=True)
+class Config:
+    """A validated run configuration with its derived objects built."""
+
+    path: str
+    file: ConfigFile
+    schema: Schema
+    geography: Geography
+    budget: Budget
+    queries: Mapping[str, tuple[Query, ...]]  # per level, in measurement order
+    passes: tuple[tuple[str, ...], ...]
+    total_invariant_level: str | None  # the total is exact from the root down to this level
+
+    @property
+    def seed(self) -> int | None:
+        return self.file.run.seed
+
+    @property
+    def production(self) -> bool:
+        return self.file.run.production
+
+
+# ---- loading ------------------------------------------------------------------------------
+def load_config(path: str | Path, overrides: Sequence[str] = (), seed: int | None = None) -> Config:
+    """Read, override, validate and build a run configuration; UserError on any problem."""
+    path = Path(path)
+    if not path.is_file():
+        raise UserError(f"config file {path} does not exist")
+    try:
+        raw = tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as exc:
+        raise UserError(f"{path}: not valid TOML: {exc}") from exc
+    for item in overrides:
+        apply_override(raw, item)
+    if seed is not None:
+        raw.setdefault("run", {})["seed"] = seed
+    return build_config(raw, str(path))
+
+
+def apply_override(raw: dict[str, Any], item: str) -> None:
+    """Apply one ``--set a.b.c=value`` to the raw mapping, in place."""
+    key, sep, text = item.partition("=")
+    if not sep or not key.strip():
+        raise UserError(f"--set {item!r}: expected key=value, e.g. --set budget.rho=1/2")
+    parts = key.strip().split(".")
+    try:
+        value = tomllib.loads(f"v = {text}")["v"]
+    except tomllib.TOMLDecodeError:
+        value = text
+    node = raw
+    for part in parts[:-1]:
+        child = node.setdefault(part, {})
+        if not isinstance(child, dict):
+            raise UserError(f"--set {item!r}: {part!r} is a value, not a section")
+        node = child
+    node[parts[-1]] = value
+
+
+def build_config(raw: Mapping[str, Any], origin: str) -> Config:
+    try:
+        file = ConfigFile.model_validate(raw)
+    except ValidationError as exc:
+        raise UserError(_describe(exc, origin)) from None
+    try:
+        return _derive(file, origin)
+    except UserError as exc:
+        raise UserError(f"{origin}: {exc}") from None
+
+
+def _describe(exc: ValidationError, origin: str) -> str:
+    lines = [f"{origin}: invalid configuration"]
+    for err in exc.errors():
+        key = ".".join(str(p) for p in err["loc"]) or "(top level)"
+        if err["type"] == "extra_forbidden":
+            lines.append(f"  {key}: unknown key")
+        elif err["type"] == "missing":
+            lines.append(f"  {key}: required key is missing")
+        else:
+            message = err["msg"].removeprefix("Value error, ")
+            lines.append(f"  {key}: {message} (got {err.get('input')!r})")
+    return "\n".join(lines)
+
+
+def _derive(file: ConfigFile, origin: str) -> Config:
+    if file.run.production and file.run.seed is not None:
+        raise UserError(
+            "run.production = true refuses a fixed seed (run.seed or --seed): production noise "
+            "must come from the operating system's secure generator and no seed may exist"
+        )
+    if file.postprocess.solver not in SOLVERS:
+        raise UserError(
+            f"postprocess.solver: unknown solver {file.postprocess.solver!r}; allowed: {', '.join(SOLVERS)}"
+        )
+    if file.postprocess.rounder not in ROUNDERS:
+        raise UserError(
+            f"postprocess.rounder: unknown rounder {file.postprocess.rounder!r}; allowed: {', '.join(ROUNDERS)}"
+        )
+    schema_ref = file.run.schema_name
+    if schema_ref.endswith(".toml") and not Path(schema_ref).is_absolute():
+        schema_ref = str(Path(origin).parent / schema_ref)
+    schema = load_schema(schema_ref)
+    geography = Geography.from_pairs(file.geography.levels)
+    if set(file.budget.geolevels) != set(geography.names):
+        raise UserError(
+            f"budget.geolevels must give a share for exactly the levels {geography.names}, "
+            f"got {sorted(file.budget.geolevels)}"
+        )
+    queries = {
+        level: _level_queries(schema, level, shares)
+        for level, shares in file.budget.queries.items()
+    }
+    budget = Budget(
+        rho=file.budget.rho,
+        delta=file.budget.delta,
+        level_shares=dict(file.budget.geolevels),
+        query_shares=file.budget.queries,
+    )
+    passes = _passes(file.strategy.passes, queries)
+    invariant_level = file.strategy.invariants.get("total")
+    if invariant_level is not None:
+        geography.level(invariant_level)
+    return Config(
+        path=origin,
+        file=file,
+        schema=schema,
+        geography=geography,
+        budget=budget,
+        queries=queries,
+        passes=passes,
+        total_invariant_level=invariant_level,
+    )
+
+
+def _level_queries(schema: Schema, level: str, shares: Mapping[str, Fraction]) -> tuple[Query, ...]:
+    built = []
+    for name in shares:
+        try:
+            query = schema.query(name)
+        except UserError as exc:
+            raise UserError(f"budget.queries.{level}.{name}: {exc}") from None
+        if query.name != name:
+            raise UserError(f"budget.queries.{level}.{name}: write this query as {query.name!r}")
+        column_sums = np.asarray(query.matrix.sum(axis=0)).ravel()
+        if not np.all(column_sums == 1):
+            raise UserError(
+                f"budget.queries.{level}.{name}: the query does not partition the cells"
+            )
+        built.append(query)
+    return tuple(built)
+
+
+def _passes(
+    passes: list[list[str]], queries: Mapping[str, tuple[Query, ...]]
+) -> tuple[tuple[str, ...], ...]:
+    flat = [q for p in passes for q in p]
+    if len(set(flat)) != len(flat):
+        raise UserError(f"strategy.passes: a query appears in more than one pass: {passes}")
+    measured = {q.name for qs in queries.values() for q in qs}
+    missing = measured - set(flat)
+    if missing:
+        raise UserError(f"strategy.passes: measured queries {sorted(missing)} are in no pass")
+    unknown = set(flat) - measured
+    if unknown:
+        raise UserError(f"strategy.passes: queries {sorted(unknown)} are measured at no level")
+    return tuple(tuple(p) for p in passes)
