@@ -7,7 +7,7 @@ OUT    ?= out
 SEED   ?= 2020
 PERSONS ?= 200000
 
-.PHONY: install run test lint bench bench-e2e clean cluster-up cluster-down dist
+.PHONY: install run test test-fast lint layout bench bench-e2e clean cluster-up cluster-down dist
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -23,12 +23,22 @@ run: install
 	rm -rf $(OUT)/run
 	$(BIN)/das run configs/demo.toml --input $(OUT)/input --output $(OUT)/run --seed $(SEED)
 
-## make test: lint, then the whole test suite (unit and Spark system tests).
+## make test: lint and type check, then the whole test suite (unit, Spark system, cluster).
 test: install lint
 	$(BIN)/pytest
 
+## make test-fast: lint, type check and the tests that need no Spark and are not marked slow
+## (under 3 minutes on 2 cores): the loop for iterating on pure code.
+test-fast: install lint
+	$(BIN)/pytest -m "not spark and not slow"
+
 lint: install
 	$(BIN)/ruff check das tests jobs bench
+	$(BIN)/mypy
+
+## make layout: import cycles, backward stage imports and module/function sizes of das/.
+layout: install
+	$(BIN)/python -m tests.layout
 
 ## make bench: speed and memory figures, printed and written to bench/results/.
 bench: install
@@ -46,12 +56,12 @@ CLUSTER     ?= $(OUT)/cluster
 MASTER_PORT ?= 7077
 WEBUI_PORT  ?= 8080
 cluster-up: install
-	$(BIN)/python -m das.cluster.standalone up --workers $(WORKERS) --state $(CLUSTER) \
+	$(BIN)/das cluster up --workers $(WORKERS) --state $(CLUSTER) \
 	  --master-port $(MASTER_PORT) --webui-port $(WEBUI_PORT)
 
 ## make cluster-down: stop exactly the processes cluster-up started.
 cluster-down: install
-	$(BIN)/python -m das.cluster.standalone down --state $(CLUSTER)
+	$(BIN)/das cluster down --state $(CLUSTER)
 
 ## make dist: dist/das.zip, the package for spark-submit --py-files (dependencies not included).
 dist:

@@ -5,7 +5,7 @@
 
 With --seeds, runs the job in-process (local[2], 8 shuffle partitions, seeded test-mode
 noise) once per seed into DIR/run_seed<s>, on --input (default: the RI 2010 block file
-expanded by das.fixture_blocks with seed 1, built into DIR/ri_input); a finished run
+expanded by das.fixtures.blocks with seed 1, built into DIR/ri_input); a finished run
 folder is reused and an unfinished one resumed. With --runs, aggregates finished runs.
 
 Reads each run's confidential/metrics.csv and certificate.json and reports, per level,
@@ -593,9 +593,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--config", default=str(PRODUCTION.relative_to(REPO_ROOT)))
     parser.add_argument("--work", type=Path, help="where runs (and the RI fixture) are kept")
     parser.add_argument("--docs", type=Path, default=REPO_ROOT / "docs", help="accuracy.md here")
-    parser.add_argument("--name", default="accuracy", help="bench/results/<name>.json")
     parser.add_argument(
-        "--baseline", type=Path, help="an earlier bench/results/*.json to compare total MAE with"
+        "--name", default="accuracy", help="bench/results/<name>.json (one current file per benchmark)"
+    )
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        help="a results file to compare total MAE with (bench/results/accuracy_total_query_only.json)",
     )
     args = parser.parse_args(argv)
     if args.seeds and args.work is None:

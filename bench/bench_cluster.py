@@ -2,10 +2,10 @@
 
     python -m bench.bench_cluster [--persons N] [--ri PATH] [--config ...] [--partitions 8]
 
-Starts the loopback cluster (das.standalone, 2 workers of 1 core), runs
+Starts the loopback cluster (das.cluster.standalone, 2 workers of 1 core), runs
 ``spark-submit jobs/topdown.py`` on it with Spark's event log on, runs the same on
 local[2], and reads both event logs. The driver names every Spark job after its phase
-(``measure``, ``solve block``, ...; das/run.py), so each stage maps to a phase. Per phase:
+(``measure``, ``solve block``, ...; das/job/run.py), so each stage maps to a phase. Per phase:
 tasks, task time min / median / p90 / max, max/median, and the straggler time: for each
 stage, stage end minus the end of its second-to-last task (how long one task ran alone),
 summed over the phase's stages. Default input: the RI 2010 blocks fixture with the

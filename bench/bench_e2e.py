@@ -104,17 +104,17 @@ def whole_job(config_path: str, input_dir: str, output: Path) -> dict[str, Any]:
     wall = time.perf_counter() - start
     spark.stop()
     cert = result.certificate
-    phases = dict(cert["timings_seconds"])
+    phases = dict(cert.timings.seconds)
     phases["validate"] = wall - sum(phases.values())
     solve_wall = sum(s for name, s in phases.items() if name.startswith("solve "))
-    solves = cert["postprocessing"]["solves"]
+    solves = cert.postprocessing.solves
     return {
         "wall_s": wall,
         "phases_s": phases,
-        "records": cert["records"],
+        "records": cert.records.to_dict(),
         "solves": solves,
         "solves_per_s": solves / solve_wall if solve_wall else None,
-        "failsafes": cert["postprocessing"]["failsafes"],
+        "failsafes": cert.postprocessing.failsafes,
         "levels": {lv: solve_distribution(output, lv) for lv in config.geography.names},
     }
 

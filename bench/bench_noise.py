@@ -24,7 +24,9 @@ from pathlib import Path
 
 import numpy as np
 
-from das.privacy.noise import _sample, _Stats, discrete_gaussian, discrete_gaussian_rows, secure_rng
+from das.privacy.candidates import Stats
+from das.privacy.generator import secure_rng
+from das.privacy.sampler import _sample, discrete_gaussian, discrete_gaussian_rows
 
 SIGMA2S = (Fraction(1), Fraction(10), Fraction(100), Fraction(10**4))
 RESULTS = Path(__file__).resolve().parent / "results" / "noise.json"
@@ -44,7 +46,7 @@ def timed(call: Callable[[], object], repeats: int) -> list[float]:
 def ours_throughput(sigma2: Fraction, size: int, repeats: int) -> dict[str, float]:
     rng = secure_rng()
     times = timed(lambda: discrete_gaussian(sigma2, size, rng), repeats)
-    stats = _Stats()
+    stats = Stats()
     before = rng.words_used
     _sample(sigma2, size, rng, stats=stats)
     return {
@@ -170,7 +172,7 @@ def main(argv: list[str] | None = None) -> dict[str, object]:
     child_us = statistics.median(timed(lambda: [root.child(f"b|{i}") for i in range(20_000)], 3))
 
     result: dict[str, object] = {
-        "benchmark": "das.privacy.noise.discrete_gaussian (secure_rng) vs opendp make_gaussian",
+        "benchmark": "das.privacy.sampler.discrete_gaussian (secure_rng) vs opendp make_gaussian",
         "timestamp": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "machine": machine(),
         "load_average_before": load_before,

@@ -17,6 +17,7 @@ stops there is reported and left out of the rounding-objective comparison.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import statistics
 import sys
@@ -28,7 +29,7 @@ import numpy as np
 from bench.common import print_table, write_results
 from das.postprocess.parent import ParentProblem, round_l2, solve_parent
 from das.postprocess.reference import solve_parent_reference
-from tests.unit.instances import Instance, parent_instance
+from tests.unit.postprocess.instances import Instance, parent_instance
 
 #: 2020 production persons rho and the block level's share: the children here are blocks.
 BLOCK_RHO = 2.556 * 165 / 4099
@@ -66,7 +67,7 @@ def run_fast(problem: ParentProblem, mip_time_limit: float) -> dict[str, Any]:
         "l2_objective": solution.l2_objective,
         "rounding_objective": solution.rounding_objective,
         "rounding_status": solution.rounding_status,
-        **{k: v for k, v in solution.stats.items() if k != "blocks"},
+        **{k: v for k, v in dataclasses.asdict(solution.stats).items() if k != "blocks"},
     }
 
 

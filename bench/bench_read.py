@@ -155,7 +155,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument(
         "--driver-memory", help="Spark driver JVM memory, e.g. 2g (default: Spark's, 1g)"
     )
-    parser.add_argument("--name", default="read", help="results file bench/results/<name>.json")
+    parser.add_argument(
+        "--name", default="read", help="bench/results/<name>.json (one current file per benchmark)"
+    )
     parser.add_argument("--measure", type=Path, help=argparse.SUPPRESS)  # child mode
     args = parser.parse_args(argv)
     if args.measure:

@@ -25,13 +25,8 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from das.input.read import geocode_of, read_histograms
-from das.postprocess.levels import (
-    SOLUTION_SCHEMA,
-    _family_rows,
-    checkpoint_path,
-    children_frame,
-    level_plan,
-)
+from das.postprocess.family import family_rows, level_plan
+from das.postprocess.levels import SOLUTION_SCHEMA, checkpoint_path, children_frame
 from das.privacy.measure import read_nmf
 from das.spark.session import spark_session
 from das.spec.config import Config, load_config
@@ -95,7 +90,7 @@ def main() -> None:
     ):
         profiler = cProfile.Profile()
         start = time.perf_counter()
-        profiler.runcall(_family_rows, plan, group, parent)
+        profiler.runcall(family_rows, plan, group, parent)
         seconds = time.perf_counter() - start
         print(
             f"\n== {args.level} children of {parent_code}: {group.num_rows} children, {seconds:.2f} s"

@@ -9,7 +9,7 @@ before/after figures of docs/performance.md come from this.
 ``capture`` rebuilds exactly the rows the level's Spark tasks saw for a random sample of its
 parents (the children's noisy answers, units and totals, and the parent's protected counts;
 as ``bench.profile_family`` does for the costliest ones) and pickles them. ``replay`` runs
-``das.postprocess.levels._family_rows`` on each, with single-threaded BLAS as in Spark's workers,
+``das.postprocess.family.family_rows`` on each, with single-threaded BLAS as in Spark's workers,
 prints the total seconds of each repeat (the minimum is the figure to compare) and can save
 the counts or compare them with saved ones: a change meant to be exact must give identical
 counts on every family.
@@ -56,7 +56,7 @@ def capture(args: argparse.Namespace) -> None:
 
 
 def replay(args: argparse.Namespace) -> None:
-    from das.postprocess.levels import _family_rows, level_plan
+    from das.postprocess.family import family_rows, level_plan
     from das.spec.config import load_config
 
     with open(args.file, "rb") as handle:
@@ -70,9 +70,9 @@ def replay(args: argparse.Namespace) -> None:
         start = time.perf_counter()
         for code, group, parent in families:
             rows = (
-                profiler.runcall(_family_rows, plan, group, parent)
+                profiler.runcall(family_rows, plan, group, parent)
                 if profiler
-                else _family_rows(plan, group, parent)
+                else family_rows(plan, group, parent)
             )
             counts[code] = np.concatenate(
                 [

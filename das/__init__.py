@@ -1,18 +1,19 @@
 """TopDown disclosure avoidance on Spark.
 
-The package is laid out in the order of the data flow; each module does one stage:
+One subpackage per stage, in the order of the data flow; a stage imports only from itself
+and the stages above it (``tests/unit/test_layout.py`` holds the code to that):
 
-- ``config``     parse and validate a run configuration (TOML) into typed objects
-- ``schema``     histogram schema as data: attributes, recodes, marginal queries
-- ``geography``  geographic levels as GEOID prefixes
-- ``fixture*``   deterministic test inputs (real block counts expanded, or synthetic)
-- ``read``       Spark: input microdata -> validated, recoded block histograms
-- ``noise``      exact discrete Gaussian sampler and its random generators
-- ``accounting`` zCDP budgets and the rho -> (epsilon, delta) conversion
-- ``measure``    Spark: noisy measurements per (geounit, query), persisted once
-- ``optimize``   per-parent weighted NNLS and integer rounding
-- ``topdown``    Spark: the top-down pass over the hierarchy
-- ``write``      Spark: protected microdata and the run certificate
+- ``errors``        the two kinds of failure: the user's (exit 2) and the program's (exit 1)
+- ``spec``          what a run is, as data: config, schema, geography, budget, exact fractions
+- ``spark``         the Spark session and the driver's own small files on Spark's file system
+- ``input``         the input contract, its check, and the histograms per geounit and level
+- ``privacy``       exact discrete-Gaussian noise, its generators, the noisy measurement file
+- ``postprocess``   per parent: the L2 fit and the integer rounding; the top-down level loop
+- ``output``        protected microdata, the run certificate, the independent validator
+- ``confidential``  error metrics against the input and their report (never public)
+- ``fixtures``      deterministic test inputs (real block counts expanded, or synthetic)
+- ``job``           the ``das`` command and the run that ties the stages together
+- ``cluster``       a Spark standalone cluster on 127.0.0.1 for tests and benchmarks
 """
 
 __version__ = "0.1.0"

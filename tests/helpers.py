@@ -7,6 +7,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from das.input.contract import UNITS
+
 
 def tiny_input(seed: int = 0, blocks: int = 12) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Persons and units over ``blocks`` blocks in two counties, satisfying every rule."""
@@ -25,7 +27,7 @@ def tiny_input(seed: int = 0, blocks: int = 12) -> tuple[pd.DataFrame, pd.DataFr
             unit_id = len(units) + 1
             units.append((unit_id, geoid, gqtype, True))
             persons += [(unit_id, geoid, gqtype) for _ in range(rng.integers(1, 5))]
-    unit_frame = pd.DataFrame(units, columns=["unit_id", "geoid", "gqtype", "occupied"])
+    unit_frame = pd.DataFrame(units, columns=list(UNITS.names))
     n = len(persons)
     gq = np.array([p[2] for p in persons])
     age = np.where(gq == 3, rng.integers(18, 100, n), rng.integers(0, 100, n))

@@ -6,8 +6,8 @@ started in its own process group (the worker's executor JVMs and Python workers 
 children), so killing a worker's group kills that worker the way a lost machine would.
 The process ids go to a state file, so ``down`` stops exactly what ``up`` started.
 
-    python -m das.standalone up --workers 2      # prints the master URL
-    python -m das.standalone down
+    das cluster up --workers 2      # prints the master URL
+    das cluster down
 
 Nothing listens beyond 127.0.0.1: the daemons get ``--host 127.0.0.1`` and
 ``SPARK_LOCAL_IP=127.0.0.1``, which is also where Spark binds its web UIs.
@@ -15,7 +15,6 @@ Nothing listens beyond 127.0.0.1: the daemons get ``--host 127.0.0.1`` and
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import os
@@ -313,48 +312,3 @@ def load_state(state_dir: str | Path = DEFAULT_STATE) -> Cluster:
     data = json.loads(path.read_text())
     data["workers"] = tuple(Worker(**w) for w in data["workers"])
     return Cluster(**data)
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    top = argparse.ArgumentParser(prog="python -m das.standalone", description=__doc__.split("\n")[0])
-    commands = top.add_subparsers(dest="command", required=True)
-    up = commands.add_parser("up", help="start a master and workers on 127.0.0.1")
-    up.add_argument("--workers", type=int, default=2)
-    up.add_argument("--state", default=str(DEFAULT_STATE), help="state, logs and work dirs")
-    up.add_argument("--master-port", type=int, default=7077)
-    up.add_argument("--webui-port", type=int, default=8080, help="master web UI port")
-    up.add_argument("--worker-ports", help="comma-separated (default: master port + 1 + i)")
-    up.add_argument("--worker-webui-ports", help="comma-separated (default: web UI port + 1 + i)")
-    up.add_argument("--cores", type=int, default=1, help="cores per worker")
-    up.add_argument("--memory", default="2g", help="memory per worker")
-    down = commands.add_parser("down", help="stop the cluster started by `up`")
-    down.add_argument("--state", default=str(DEFAULT_STATE))
-    args = top.parse_args(argv)
-
-    def ports(text: str | None) -> list[int] | None:
-        return [int(p) for p in text.split(",")] if text else None
-
-    try:
-        if args.command == "up":
-            cluster = start_cluster(
-                args.workers,
-                args.state,
-                args.master_port,
-                args.webui_port,
-                ports(args.worker_ports),
-                ports(args.worker_webui_ports),
-                args.cores,
-                args.memory,
-            )
-            print(f"master: {cluster.url}  (web UI {cluster.webui}, state in {cluster.state_dir})")
-        else:
-            stop_cluster(load_state(args.state))
-            print("cluster stopped")
-    except UserError as exc:
-        print(f"das.standalone: error: {exc}", file=sys.stderr)
-        return 2
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

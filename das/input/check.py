@@ -1,7 +1,8 @@
 """Checking the confidential input before anything else runs.
 
-Every rule is a named Spark condition that is true on a row that breaks it. All rules of a
-table are counted in one pass; only when something is wrong are the first offending rows
+Every rule of the contract (``das.input.contract``: its names, columns and refusal texts)
+becomes a Spark condition that is true on a row that breaks it. All rules of a table are
+counted in one pass; only when something is wrong are the first offending rows
 fetched, so a clean national input costs two aggregations and two joins. Nothing is ever
 dropped silently: a single bad row stops the run with a report that says, per rule, how
 many rows broke it and shows the first of them (file, record id, column, value, allowed).
@@ -9,27 +10,19 @@ many rows broke it and shows the first of them (file, record id, column, value, 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from das.errors import UserError
-from das.spec.schema import Attribute, Schema
+from das.errors import InternalError, UserError
+from das.input import contract
+from das.input.contract import PERSONS, UNITS, Table
+from das.input.tables import InputTables
+from das.spec.schema import Schema
 
-if TYPE_CHECKING:
-    from das.input.read import InputTables
-
-GEOID_PATTERN = r"^[0-9]{15}$"
 SAMPLES_PER_RULE = 5
-
-#: Domains of the contract's integer columns when no schema attribute narrows them.
-CONTRACT_RANGES = {
-    ("persons", "age"): (0, 115),
-    ("persons", "cenrace"): (1, 63),
-    ("units", "gqtype"): (0, 7),
-}
 
 
 @dataclass(frozen=True)
@@ -61,24 +54,24 @@ class InputError(UserError):
 def check_input(tables: InputTables, schema: Schema) -> None:
     """Raise InputError listing every broken rule; return quietly when the input is clean."""
     persons, units = tables.persons, tables.units
-    per_unit = persons.groupBy("unit_id").agg(F.count(F.lit(1)).alias("_residents"))
-    unit_view = units.join(per_unit, "unit_id", "left").withColumn(
+    per_unit = persons.groupBy(UNITS.key).agg(F.count(F.lit(1)).alias("_residents"))
+    unit_view = units.join(per_unit, UNITS.key, "left").withColumn(
         "_residents", F.coalesce("_residents", F.lit(0))
     )
     # One row per unit_id even when unit ids repeat (that is reported on its own), so that
     # a duplicate unit never multiplies the person rows counted by the other rules.
-    unit_of_person = units.groupBy("unit_id").agg(
+    unit_of_person = units.groupBy(UNITS.key).agg(
         F.min("geoid").alias("_unit_geoid"),
         F.min("gqtype").alias("_unit_gqtype"),
         F.min(F.col("occupied").try_cast("boolean").cast("int")).alias("_unit_occupied"),
         F.lit(True).alias("_unit_found"),
     )
-    person_view = persons.join(unit_of_person, "unit_id", "left")
-    person_view = _with_duplicates(person_view, "person_id")
-    unit_view = _with_duplicates(unit_view, "unit_id")
+    person_view = persons.join(unit_of_person, UNITS.key, "left")
+    person_view = _with_duplicates(person_view, PERSONS.key)
+    unit_view = _with_duplicates(unit_view, UNITS.key)
     report = _evaluate(
-        person_view, person_rules(schema), tables.persons_path, "person_id"
-    ) + _evaluate(unit_view, unit_rules(schema), tables.units_path, "unit_id")
+        person_view, table_rules(PERSONS, schema), tables.persons_path, PERSONS.key
+    ) + _evaluate(unit_view, table_rules(UNITS, schema), tables.units_path, UNITS.key)
     if report:
         raise InputError(report)
 
@@ -89,151 +82,62 @@ def _with_duplicates(frame: DataFrame, key: str) -> DataFrame:
 
 
 # ---- the rules ----------------------------------------------------------------------------
-def person_rules(schema: Schema) -> list[Rule]:
-    rules = _column_rules(
-        "persons", ["person_id", "unit_id", "geoid", "age", "hispanic", "cenrace"], schema
-    )
+def _occupied() -> Column:
+    return F.col("occupied").try_cast("boolean")
+
+
+#: The Spark condition of each of the contract's link rules, by rule name, on the views
+#: ``check_input`` builds (``_unit_*`` from the person's unit, ``_residents`` of a unit).
+LINK_CONDITIONS: dict[str, Callable[[], Column]] = {
+    "unknown-unit": lambda: F.col("unit_id").isNotNull() & F.col("_unit_found").isNull(),
+    "geoid-differs-from-unit": lambda: (
+        F.col("_unit_found") & (F.col("geoid") != F.col("_unit_geoid"))
+    ),
+    "person-in-vacant-unit": lambda: (
+        F.col("_unit_found")
+        & (F.col("_unit_gqtype").try_cast("int") == 0)
+        & (F.col("_unit_occupied") == 0)
+    ),
+    "occupied-unit-without-residents": lambda: _occupied() & (F.col("_residents") == 0),
+    "gq-residents-not-occupied": lambda: (
+        ~_occupied() & (F.col("gqtype").try_cast("int") > 0) & (F.col("_residents") > 0)
+    ),
+}
+
+
+def table_rules(table: Table, schema: Schema) -> list[Rule]:
+    """The contract's rules of a table, each with its Spark condition."""
     return [
-        *rules,
-        Rule(
-            "duplicate-person-id",
-            "persons",
-            "person_id",
-            F.col("_copies") > 1,
-            "a unique person_id",
-        ),
-        Rule(
-            "unknown-unit",
-            "persons",
-            "unit_id",
-            F.col("unit_id").isNotNull() & F.col("_unit_found").isNull(),
-            "the unit_id of a row of units",
-        ),
-        Rule(
-            "geoid-differs-from-unit",
-            "persons",
-            "geoid",
-            F.col("_unit_found") & (F.col("geoid") != F.col("_unit_geoid")),
-            "the geoid of the person's unit (its housing unit or GQ facility is in another block)",
-        ),
-        Rule(
-            "person-in-vacant-unit",
-            "persons",
-            "unit_id",
-            F.col("_unit_found")
-            & (F.col("_unit_gqtype").try_cast("int") == 0)
-            & (F.col("_unit_occupied") == 0),
-            "a unit marked occupied",
-        ),
+        Rule(rule.name, rule.table, rule.column, _broken(rule, table), rule.allowed)
+        for rule in contract.table_rules(schema, table)
     ]
 
 
-def unit_rules(schema: Schema) -> list[Rule]:
-    rules = _column_rules("units", ["unit_id", "geoid", "gqtype", "occupied"], schema)
-    occupied = F.col("occupied").try_cast("boolean")
-    return [
-        *rules,
-        Rule("duplicate-unit-id", "units", "unit_id", F.col("_copies") > 1, "a unique unit_id"),
-        Rule(
-            "occupied-unit-without-residents",
-            "units",
-            "occupied",
-            occupied & (F.col("_residents") == 0),
-            "occupied = false for a unit nobody lives in",
-        ),
-        Rule(
-            "gq-residents-not-occupied",
-            "units",
-            "occupied",
-            ~occupied & (F.col("gqtype").try_cast("int") > 0) & (F.col("_residents") > 0),
-            "occupied = true for a group-quarters facility with residents",
-        ),
-    ]
-
-
-def _column_rules(table: str, columns: list[str], schema: Schema) -> list[Rule]:
-    """Null, type, format and domain rules for each contract column of a table."""
-    kinds = {
-        "person_id": "long",
-        "unit_id": "long",
-        "age": "int",
-        "cenrace": "int",
-        "gqtype": "int",
-        "hispanic": "boolean",
-        "occupied": "boolean",
-    }
-    rules: list[Rule] = []
-    for column in columns:
-        col = F.col(column)
-        rules.append(Rule(f"null-{column}", table, column, col.isNull(), "a value (not null)"))
-        if column == "geoid":
-            rules.append(
-                Rule(
-                    "geoid-format",
-                    table,
-                    column,
-                    col.isNotNull() & ~col.cast("string").rlike(GEOID_PATTERN),
-                    "a 15-digit block GEOID (state 2 + county 3 + tract 6 + block 4)",
-                )
-            )
-            continue
-        kind = kinds[column]
-        converted = col.try_cast(kind)
+def _broken(rule: contract.Rule, table: Table) -> Column:
+    """True on a row that breaks the rule."""
+    if rule.test == "link":
+        return LINK_CONDITIONS[rule.name]()
+    if rule.test == "key":
+        return F.col("_copies") > 1
+    column = table.column(rule.column)
+    col = F.col(column.name)
+    if rule.test == "null":
+        return col.isNull()
+    if rule.test == "format" and column.pattern is not None:
+        return col.isNotNull() & ~col.cast("string").rlike(column.pattern)
+    if rule.test == "type":
+        converted = col.try_cast(column.kind)
         broken = col.isNotNull() & converted.isNull()
-        if kind != "boolean":  # 30.5 would cast to 30: an integer column must hold integers
+        if column.is_integer:  # 30.5 would cast to 30: an integer column must hold integers
             broken = broken | (
                 col.isNotNull() & (converted.cast("double") != col.try_cast("double"))
             )
-        rules.append(
-            Rule(
-                f"{column}-type",
-                table,
-                column,
-                broken,
-                f"an integer ({kind})" if kind != "boolean" else "a boolean",
-            )
-        )
-        bounds = _domain(table, column, schema)
-        if bounds is not None:
-            lo, hi = bounds
-            value = col.try_cast("long")
-            rules.append(
-                Rule(
-                    f"{column}-domain",
-                    table,
-                    column,
-                    value.isNotNull() & ((value < lo) | (value > hi)),
-                    f"an integer from {lo} to {hi}",
-                )
-            )
-    return rules
-
-
-def _domain(table: str, column: str, schema: Schema) -> tuple[int, int] | None:
-    """The allowed range of an integer column: the schema's attribute if it uses it, else the contract."""
-    for attribute in schema.attributes:
-        if attribute.source == (column,) and _record_table(schema, attribute) == table:
-            bounds = _attribute_bounds(attribute)
-            if bounds is not None:
-                return bounds
-    return CONTRACT_RANGES.get((table, column))
-
-
-def _record_table(schema: Schema, attribute: Attribute) -> str:
-    unit_columns = {"gqtype", "occupied"}
-    if schema.record == "units" or set(attribute.source) <= unit_columns:
-        return "units"
-    return "persons"
-
-
-def _attribute_bounds(attribute: Attribute) -> tuple[int, int] | None:
-    if attribute.recode == "identity":
-        return 0, attribute.size - 1
-    if attribute.recode == "offset":
-        return attribute.offset, attribute.offset + attribute.size - 1
-    if attribute.recode == "cut" and attribute.valid_range is not None:
-        return attribute.valid_range
-    return None
+        return broken
+    if rule.test == "domain" and rule.domain is not None:
+        lo, hi = rule.domain
+        value = col.try_cast("long")
+        return value.isNotNull() & ((value < lo) | (value > hi))
+    raise InternalError(f"input rule {rule.name!r}: no condition for its test {rule.test!r}")
 
 
 # ---- evaluation ---------------------------------------------------------------------------

@@ -1,11 +1,10 @@
 """Reading confidential microdata into per-geounit histograms and invariants (Spark).
 
-Input contract (what ``das fixture`` writes): ``persons`` (person_id, unit_id, geoid, age,
-hispanic, cenrace) and ``units`` (unit_id, geoid, gqtype, occupied), Parquet or CSV with a
-header; other column names are mapped in the config's ``[input.columns]``. Everything is
-checked before anything else runs (``das.input.check``); then each record is recoded into a
-cell index of the schema, counted per block, and the counts and the units' invariants are
-summed up the hierarchy by GEOID prefix. Nothing per person or per block reaches the driver.
+The input is the contract of ``das.input.contract`` (what ``das fixture`` writes), opened
+by ``das.input.tables``. Everything is checked before anything else runs
+(``das.input.check``); then each record is recoded into a cell index of the schema,
+counted per block, and the counts and the units' invariants are summed up the hierarchy
+by GEOID prefix. Nothing per person or per block reaches the driver.
 """
 
 from __future__ import annotations
@@ -13,47 +12,19 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from functools import reduce
-from pathlib import Path
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql import types as T
 
 from das.errors import UserError
 from das.input.check import check_input
+from das.input.contract import PERSONS, UNIT_ONLY_COLUMNS, UNIT_TYPES, UNITS
+from das.input.tables import load_tables, typed
 from das.spec.config import Config
 from das.spec.geography import Level
 from das.spec.schema import Attribute, Schema, cenrace_combinations
 
 log = logging.getLogger("das.read")
-
-#: Unit types of the contract: 0 housing unit, 1..7 group-quarters types.
-UNIT_TYPES = 8
-
-PERSON_COLUMNS = {
-    "person_id": T.LongType(),
-    "unit_id": T.LongType(),
-    "geoid": T.StringType(),
-    "age": T.IntegerType(),
-    "hispanic": T.BooleanType(),
-    "cenrace": T.IntegerType(),
-}
-UNIT_COLUMNS = {
-    "unit_id": T.LongType(),
-    "geoid": T.StringType(),
-    "gqtype": T.IntegerType(),
-    "occupied": T.BooleanType(),
-}
-
-
-@dataclass(frozen=True)
-class InputTables:
-    """The two input tables with contract column names (types not yet checked)."""
-
-    persons: DataFrame
-    units: DataFrame
-    persons_path: str
-    units_path: str
 
 
 @dataclass(frozen=True)
@@ -67,53 +38,6 @@ class LevelHistograms:
 
     level: Level
     frame: DataFrame
-
-
-# ---- loading ------------------------------------------------------------------------------
-def load_tables(spark: SparkSession, config: Config, input_dir: str) -> InputTables:
-    """Open both input tables and rename mapped columns to the contract's names."""
-    settings = config.file.input
-    persons_path = _input_path(input_dir, settings.persons, "persons")
-    units_path = _input_path(input_dir, settings.units, "units")
-    mapping = settings.columns
-    persons = _rename(
-        _read(spark, persons_path, settings.format), PERSON_COLUMNS, mapping, persons_path
-    )
-    units = _rename(_read(spark, units_path, settings.format), UNIT_COLUMNS, mapping, units_path)
-    return InputTables(persons, units, persons_path, units_path)
-
-
-def _input_path(input_dir: str, name: str, what: str) -> str:
-    path = f"{input_dir.rstrip('/')}/{name}"
-    if "://" not in path and not Path(path).exists():
-        raise UserError(
-            f"input has no {what} table: expected {path} (set input.{what} in the config "
-            "if the file has another name)"
-        )
-    return path
-
-
-def _read(spark: SparkSession, path: str, fmt: str) -> DataFrame:
-    if fmt == "csv":
-        return spark.read.option("header", True).option("inferSchema", False).csv(path)
-    return spark.read.parquet(path)
-
-
-def _rename(
-    frame: DataFrame, wanted: dict[str, T.DataType], mapping: dict[str, str], path: str
-) -> DataFrame:
-    actual = {mapping.get(name, name): name for name in wanted}
-    missing = [
-        f"{name} (column {col!r})" if col != name else name
-        for col, name in actual.items()
-        if col not in frame.columns
-    ]
-    if missing:
-        raise UserError(
-            f"{path}: missing column(s) {', '.join(missing)}; the file has {', '.join(frame.columns)} "
-            "(map other names in [input.columns])"
-        )
-    return frame.select(*[F.col(col).alias(name) for col, name in actual.items()])
 
 
 # ---- recoding -----------------------------------------------------------------------------
@@ -138,7 +62,7 @@ def attribute_code(attribute: Attribute) -> Column:
 def _race_flags_code(flags: list[Column]) -> Column:
     """Six race booleans -> CENRACE cell (0..62); all-false is out of domain (null)."""
     bits = reduce(lambda acc, i: acc + flags[i].cast("int") * (1 << i), range(6), F.lit(0))
-    lookup = [None] * 64
+    lookup: list[int | None] = [None] * 64
     for code, combo in enumerate(cenrace_combinations()):
         lookup[sum(1 << r for r in combo)] = code
     table = F.array(*[F.lit(v).cast("int") for v in lookup])
@@ -156,18 +80,11 @@ def cell_index(schema: Schema) -> Column:
     return reduce(lambda a, b: a + b, terms).cast("int")
 
 
-def typed(tables: InputTables) -> tuple[DataFrame, DataFrame]:
-    """Cast both tables to the contract types (invalid values were refused by check_input)."""
-    persons = tables.persons.select(*[F.col(c).cast(t).alias(c) for c, t in PERSON_COLUMNS.items()])
-    units = tables.units.select(*[F.col(c).cast(t).alias(c) for c, t in UNIT_COLUMNS.items()])
-    return persons, units
-
-
 def records(schema: Schema, persons: DataFrame, units: DataFrame) -> DataFrame:
     """The schema's records with everything its attributes need: persons joined to their unit."""
-    if schema.record == "persons":
-        unit_info = units.select("unit_id", "gqtype", "occupied")
-        frame = persons.join(unit_info, "unit_id", "inner")
+    if schema.record == PERSONS.name:
+        unit_info = units.select(UNITS.key, *UNIT_ONLY_COLUMNS)
+        frame = persons.join(unit_info, UNITS.key, "inner")
     else:
         frame = units
     for column, allowed in schema.record_filter.items():
@@ -247,7 +164,8 @@ def read_histograms(
     }
 
 
-def input_counts(spark: SparkSession, config: Config, input_dir: str) -> dict[str, int]:
-    """Rows of each input table, for the certificate (totals that the invariants publish)."""
+def input_counts(spark: SparkSession, config: Config, input_dir: str) -> tuple[int, int]:
+    """Rows of the persons and the units table, for the certificate (totals that the
+    invariants publish)."""
     tables = load_tables(spark, config, input_dir)
-    return {"input_persons": tables.persons.count(), "input_units": tables.units.count()}
+    return tables.persons.count(), tables.units.count()

@@ -74,7 +74,29 @@ def parser() -> argparse.ArgumentParser:
     synthetic.add_argument("--counties", type=int, help="number of counties (default: by size)")
     synthetic.add_argument("--seed", type=int, required=True)
     synthetic.add_argument("--out", required=True)
+    add_cluster_arguments(commands)
     return top
+
+
+def add_cluster_arguments(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``das cluster up|down``: a Spark standalone cluster on 127.0.0.1, for tests and benchmarks."""
+    from das.cluster.standalone import DEFAULT_STATE
+
+    cluster = commands.add_parser("cluster", help="a Spark standalone cluster on 127.0.0.1")
+    actions = cluster.add_subparsers(dest="action", required=True)
+    up = actions.add_parser("up", help="start a master and workers on 127.0.0.1")
+    up.add_argument("--workers", type=int, default=2)
+    up.add_argument("--state", default=str(DEFAULT_STATE), help="state, logs and work dirs")
+    up.add_argument("--master-port", type=int, default=7077)
+    up.add_argument("--webui-port", type=int, default=8080, help="master web UI port")
+    up.add_argument("--worker-ports", help="comma-separated (default: master port + 1 + i)")
+    up.add_argument(
+        "--worker-webui-ports", help="comma-separated (default: web UI port + 1 + i)"
+    )
+    up.add_argument("--cores", type=int, default=1, help="cores per worker")
+    up.add_argument("--memory", default="2g", help="memory per worker")
+    down = actions.add_parser("down", help="stop exactly the processes `das cluster up` started")
+    down.add_argument("--state", default=str(DEFAULT_STATE))
 
 
 def run_command(args: argparse.Namespace) -> None:
@@ -126,7 +148,41 @@ def validate_command(args: argparse.Namespace) -> None:
     print(f"{args.output}: valid")
 
 
-COMMANDS = {"run": run_command, "fixture": fixture_command, "validate": validate_command}
+def cluster_command(args: argparse.Namespace) -> None:
+    from das.cluster.standalone import load_state, start_cluster, stop_cluster
+
+    if args.action == "down":
+        stop_cluster(load_state(args.state))
+        print("cluster stopped")
+        return
+    cluster = start_cluster(
+        args.workers,
+        args.state,
+        args.master_port,
+        args.webui_port,
+        _ports("--worker-ports", args.worker_ports),
+        _ports("--worker-webui-ports", args.worker_webui_ports),
+        args.cores,
+        args.memory,
+    )
+    print(f"master: {cluster.url}  (web UI {cluster.webui}, state in {cluster.state_dir})")
+
+
+def _ports(flag: str, text: str | None) -> list[int] | None:
+    if not text:
+        return None
+    try:
+        return [int(p) for p in text.split(",")]
+    except ValueError:
+        raise UserError(f"{flag} takes comma-separated port numbers, got {text!r}") from None
+
+
+COMMANDS = {
+    "run": run_command,
+    "fixture": fixture_command,
+    "validate": validate_command,
+    "cluster": cluster_command,
+}
 
 
 def configure_logging(verbose: bool) -> None:

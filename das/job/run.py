@@ -22,21 +22,20 @@ import pandas as pd
 from pyspark import Accumulator
 from pyspark.sql import DataFrame, SparkSession
 
-from das.confidential.metrics import (
-    read_measurement_errors,
-    run_errors,
-    write_measurement_errors,
-    write_metrics,
-)
+from das.confidential.error_sums import noise_errors
+from das.confidential.report import write_metrics
+from das.confidential.tables import read_measurement_errors, run_errors, write_measurement_errors
 from das.errors import InternalError, UserError
 from das.input.read import LevelHistograms, input_counts, read_histograms
 from das.job.progress import Progress
-from das.output.certificate import build_certificate, write_certificate
+from das.output.certificate import Certificate, Records, build_certificate, write_certificate
 from das.output.microdata import write_microdata
 from das.output.validate import validate_run
-from das.postprocess.levels import LevelReport, solve_and_checkpoint
+from das.postprocess.levels import solve_and_checkpoint
+from das.postprocess.report import LevelReport
+from das.postprocess.solvers import check_solver
+from das.privacy.generator import Rng, secure_rng, seeded_rng
 from das.privacy.measure import nmf_complete, read_nmf, write_nmf
-from das.privacy.noise import Rng, secure_rng, seeded_rng
 from das.spark import storage
 from das.spark.session import spark_session
 from das.spec.config import Config
@@ -47,7 +46,7 @@ log = logging.getLogger("das.run")
 @dataclass(frozen=True)
 class RunResult:
     output: str
-    certificate: dict
+    certificate: Certificate
 
 
 def prepare_output(spark: SparkSession, config: Config, output: str, resume: bool) -> None:
@@ -118,6 +117,7 @@ def run_job(
     spark: SparkSession | None = None,
 ) -> RunResult:
     """The whole run; raises UserError on bad input, InternalError if the output fails validation."""
+    check_solver(config)  # a bad postprocess.solver fails now, not levels into the run
     spark = spark or spark_session(config.file.spark, f"das {config.file.run.name}")
     prepare_output(spark, config, output, resume)
     progress = Progress(spark.sparkContext)
@@ -132,10 +132,8 @@ def run_job(
     with phase(progress, "write"):
         mdf = f"{output}/mdf"
         write_microdata(blocks, config.schema, mdf, config.file.spark.shuffle_partitions)
-        records = {
-            **input_counts(spark, config, input_dir),
-            "output_records": spark.read.parquet(mdf).count(),
-        }
+        persons, units = input_counts(spark, config, input_dir)
+        records = Records(persons, units, output_records=spark.read.parquet(mdf).count())
     with phase(progress, "metrics (confidential)"):
         table = run_errors(config, histograms, protected, measurement)
         write_metrics(spark, table, f"{output}/confidential")
@@ -178,7 +176,9 @@ def measure(
     else:
         counter = progress.counter()
         with phase(progress, "measure", sum(geounits.values()), counter):
-            measurement = write_nmf(histograms, config, rng, path, counter)
+            measurement = write_nmf(
+                histograms, config, rng, path, counter, noise_errors(config.schema)
+            )
             write_measurement_errors(spark, measurement, confidential)
     return read_nmf(spark, path), noise_source, measurement
 

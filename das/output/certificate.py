@@ -2,14 +2,16 @@
 
 It holds only public facts: the configuration, the exact budget per level and query with
 the (epsilon, delta) it implies, software versions, record counts, solver and failsafe
-counts, and phase timings. Written as JSON for machines and Markdown for people.
+counts, and phase timings. Built as typed sections; written as JSON for machines
+(``Certificate.to_json``) and Markdown for people (``render_markdown``).
 """
 
 from __future__ import annotations
 
 import json
 import platform
-from dataclasses import asdict
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from fractions import Fraction
 from importlib import metadata
@@ -17,136 +19,297 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
-from das.postprocess.levels import LevelReport
+from das.postprocess.report import LevelReport
 from das.privacy.accounting import bun_steinke_epsilon, cks_epsilon
 from das.spark.storage import write_text
 from das.spec.config import Config
 
 PACKAGES = ("das", "pyspark", "numpy", "scipy", "highspy", "cryptography", "pyarrow", "pandas")
 
+DEFINITION = (
+    "rho-zCDP, bounded neighbours (one person's record changed); "
+    "each query has L2 sensitivity sqrt(2), sigma^2 = 1/rho_q"
+)
+
 
 def _exact(value: Fraction) -> dict[str, Any]:
     return {"exact": str(value), "approx": float(value)}
 
 
-def privacy_section(config: Config) -> dict[str, Any]:
+# ---- sections -----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class QueryBudget:
+    """One query's share of a level's budget and the noise variance it sets."""
+
+    name: str
+    rho: Fraction
+    sigma2: Fraction
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"rho": _exact(self.rho), "sigma2": _exact(self.sigma2)}
+
+
+@dataclass(frozen=True)
+class LevelBudget:
+    """One geographic level's budget and its queries, in configured order."""
+
+    name: str
+    rho: Fraction
+    queries: tuple[QueryBudget, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"rho": _exact(self.rho), "queries": {q.name: q.to_dict() for q in self.queries}}
+
+
+@dataclass(frozen=True)
+class Privacy:
+    """The exact budget spent, per level and query, and the (epsilon, delta) it implies."""
+
+    rho: Fraction
+    rho_matches_config: bool
+    delta: Fraction
+    epsilon_cks: float
+    epsilon_bun_steinke: float
+    levels: tuple[LevelBudget, ...]
+    definition: str = DEFINITION
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "definition": self.definition,
+            "rho": _exact(self.rho),
+            "rho_matches_config": self.rho_matches_config,
+            "delta": _exact(self.delta),
+            "epsilon_cks": self.epsilon_cks,
+            "epsilon_bun_steinke": self.epsilon_bun_steinke,
+            "levels": {level.name: level.to_dict() for level in self.levels},
+        }
+
+
+@dataclass(frozen=True)
+class Records:
+    """Rows of the two input tables, and records of the protected microdata."""
+
+    input_persons: int
+    input_units: int
+    output_records: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Postprocessing:
+    """Each level's solves and failsafes, root first."""
+
+    levels: tuple[LevelReport, ...]
+
+    @property
+    def solves(self) -> int:
+        return sum(r.solves for r in self.levels)
+
+    @property
+    def failsafes(self) -> int:
+        return sum(len(r.failsafes) for r in self.levels)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "solves": self.solves,
+            "failsafes": self.failsafes,
+            "levels": [asdict(r) for r in self.levels],
+        }
+
+
+@dataclass(frozen=True)
+class Timings:
+    """Wall seconds of each phase of the run, to the millisecond, in the order they ran."""
+
+    seconds: tuple[tuple[str, float], ...]
+
+    @classmethod
+    def of(cls, timings: Mapping[str, float]) -> Timings:
+        return cls(tuple((name, round(s, 3)) for name, s in timings.items()))
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.seconds)
+
+
+@dataclass(frozen=True)
+class Software:
+    """Python's version and each package's (``not installed`` for a missing one)."""
+
+    versions: tuple[tuple[str, str], ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.versions)
+
+
+@dataclass(frozen=True)
+class Certificate:
+    """The whole certificate; ``to_json`` is the file the validator and readers take."""
+
+    run: str
+    created: str
+    noise_source: str
+    config_file: str
+    config: Mapping[str, Any]  # the effective configuration, as the config file's JSON
+    schema_name: str
+    schema_cells: int
+    privacy: Privacy
+    software: Software
+    records: Records
+    postprocessing: Postprocessing
+    timings: Timings
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "run": self.run,
+            "created": self.created,
+            "noise_source": self.noise_source,
+            "config_file": self.config_file,
+            "config": self.config,
+            "schema": {"name": self.schema_name, "cells": self.schema_cells},
+            "privacy": self.privacy.to_dict(),
+            "software": self.software.to_dict(),
+            "records": self.records.to_dict(),
+            "postprocessing": self.postprocessing.to_dict(),
+            "timings_seconds": self.timings.to_dict(),
+        }
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, default=str) + "\n"
+
+
+# ---- building -----------------------------------------------------------------------------
+def privacy_section(config: Config) -> Privacy:
     """Budget per level and query (exact), and the (epsilon, delta) the total implies."""
     budget = config.budget
-    levels = {}
-    for level in config.geography.names:
-        queries = {
-            q.name: {
-                "rho": _exact(budget.query_rho(level, q.name)),
-                "sigma2": _exact(budget.sigma2(level, q.name)),
-            }
-            for q in config.queries[level]
-        }
-        levels[level] = {"rho": _exact(budget.level_rho(level)), "queries": queries}
+    levels = tuple(
+        LevelBudget(
+            name=level,
+            rho=budget.level_rho(level),
+            queries=tuple(
+                QueryBudget(q.name, budget.query_rho(level, q.name), budget.sigma2(level, q.name))
+                for q in config.queries[level]
+            ),
+        )
+        for level in config.geography.names
+    )
     rho = float(budget.total_rho())
     delta = float(budget.delta)
-    return {
-        "definition": "rho-zCDP, bounded neighbours (one person's record changed); "
-        "each query has L2 sensitivity sqrt(2), sigma^2 = 1/rho_q",
-        "rho": _exact(budget.total_rho()),
-        "rho_matches_config": budget.total_rho() == budget.rho,
-        "delta": _exact(budget.delta),
-        "epsilon_cks": cks_epsilon(rho, delta),
-        "epsilon_bun_steinke": bun_steinke_epsilon(rho, delta),
-        "levels": levels,
-    }
+    return Privacy(
+        rho=budget.total_rho(),
+        rho_matches_config=budget.total_rho() == budget.rho,
+        delta=budget.delta,
+        epsilon_cks=cks_epsilon(rho, delta),
+        epsilon_bun_steinke=bun_steinke_epsilon(rho, delta),
+        levels=levels,
+    )
 
 
-def versions() -> dict[str, str]:
-    found = {"python": platform.python_version()}
+def versions() -> Software:
+    found = [("python", platform.python_version())]
     for name in PACKAGES:
         try:
-            found[name] = metadata.version(name)
+            found.append((name, metadata.version(name)))
         except metadata.PackageNotFoundError:
-            found[name] = "not installed"
-    return found
+            found.append((name, "not installed"))
+    return Software(tuple(found))
 
 
 def build_certificate(
     config: Config,
     *,
     noise_source: str,
-    records: dict[str, int],
-    levels: list[LevelReport],
-    timings: dict[str, float],
-) -> dict[str, Any]:
-    return {
-        "run": config.file.run.name,
-        "created": datetime.now(UTC).isoformat(timespec="seconds"),
-        "noise_source": noise_source,
-        "config_file": config.path,
-        "config": config.file.model_dump(mode="json", by_alias=True),
-        "schema": {"name": config.schema.name, "cells": config.schema.size},
-        "privacy": privacy_section(config),
-        "software": versions(),
-        "records": records,
-        "postprocessing": {
-            "solves": sum(r.solves for r in levels),
-            "failsafes": sum(len(r.failsafes) for r in levels),
-            "levels": [asdict(r) for r in levels],
-        },
-        "timings_seconds": {k: round(v, 3) for k, v in timings.items()},
-    }
+    records: Records,
+    levels: Sequence[LevelReport],
+    timings: Mapping[str, float],
+) -> Certificate:
+    return Certificate(
+        run=config.file.run.name,
+        created=datetime.now(UTC).isoformat(timespec="seconds"),
+        noise_source=noise_source,
+        config_file=config.path,
+        config=config.file.model_dump(mode="json", by_alias=True),
+        schema_name=config.schema.name,
+        schema_cells=config.schema.size,
+        privacy=privacy_section(config),
+        software=versions(),
+        records=records,
+        postprocessing=Postprocessing(tuple(levels)),
+        timings=Timings.of(timings),
+    )
 
 
-def write_certificate(spark: SparkSession, certificate: dict[str, Any], output: str) -> None:
+def write_certificate(spark: SparkSession, certificate: Certificate, output: str) -> None:
     """certificate.json, then certificate.md, each replaced whole (any file system Spark knows).
 
     The validator takes certificate.json as the sign of a finished run, so it is written
     atomically and only after every data output.
     """
     root = output.rstrip("/")
-    text = json.dumps(certificate, indent=2, default=str) + "\n"
-    write_text(spark, f"{root}/certificate.json", text)
+    write_text(spark, f"{root}/certificate.json", certificate.to_json())
     write_text(spark, f"{root}/certificate.md", render_markdown(certificate))
 
 
-def render_markdown(cert: dict[str, Any]) -> str:
-    privacy = cert["privacy"]
+# ---- markdown -----------------------------------------------------------------------------
+def render_markdown(cert: Certificate) -> str:
     lines = [
-        f"# Run certificate: {cert['run']}",
+        f"# Run certificate: {cert.run}",
         "",
-        f"Created {cert['created']}; noise from {cert['noise_source']}; "
-        f"schema {cert['schema']['name']} ({cert['schema']['cells']} cells).",
+        f"Created {cert.created}; noise from {cert.noise_source}; "
+        f"schema {cert.schema_name} ({cert.schema_cells} cells).",
         "",
+        *_privacy_lines(cert.privacy),
+        "",
+        "## Records",
+        "",
+        *[f"- {k}: {v:,}" for k, v in cert.records.to_dict().items()],
+        "",
+        *_postprocessing_lines(cert.postprocessing),
+        "",
+        "## Timings",
+        "",
+        *[f"- {k}: {v:.1f} s" for k, v in cert.timings.seconds],
+        "",
+        "## Software",
+        "",
+        *[f"- {k} {v}" for k, v in cert.software.versions],
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _privacy_lines(privacy: Privacy) -> list[str]:
+    lines = [
         "## Privacy",
         "",
-        f"- Definition: {privacy['definition']}.",
-        f"- Total rho = {privacy['rho']['exact']} ~ {privacy['rho']['approx']:.6g} "
-        f"(equals the configured rho: {privacy['rho_matches_config']}).",
-        f"- At delta = {privacy['delta']['approx']:.3g}: epsilon = {privacy['epsilon_cks']:.4f} "
-        f"(Canonne-Kamath-Steinke); {privacy['epsilon_bun_steinke']:.4f} (Bun-Steinke).",
+        f"- Definition: {privacy.definition}.",
+        f"- Total rho = {privacy.rho} ~ {float(privacy.rho):.6g} "
+        f"(equals the configured rho: {privacy.rho_matches_config}).",
+        f"- At delta = {float(privacy.delta):.3g}: epsilon = {privacy.epsilon_cks:.4f} "
+        f"(Canonne-Kamath-Steinke); {privacy.epsilon_bun_steinke:.4f} (Bun-Steinke).",
         "",
         "| level | query | rho | sigma^2 |",
         "|---|---|---|---|",
     ]
-    for level, data in privacy["levels"].items():
-        lines.append(f"| **{level}** | (all) | {data['rho']['exact']} | |")
-        for query, q in data["queries"].items():
-            lines.append(f"| | {query} | {q['rho']['exact']} | {q['sigma2']['approx']:.6g} |")
-    post = cert["postprocessing"]
-    lines += ["", "## Records", ""]
-    lines += [f"- {k}: {v:,}" for k, v in cert["records"].items()]
-    lines += [
-        "",
+    for level in privacy.levels:
+        lines.append(f"| **{level.name}** | (all) | {level.rho} | |")
+        for q in level.queries:
+            lines.append(f"| | {q.name} | {q.rho} | {float(q.sigma2):.6g} |")
+    return lines
+
+
+def _postprocessing_lines(post: Postprocessing) -> list[str]:
+    lines = [
         "## Post-processing",
         "",
-        f"- {post['solves']:,} solves, {post['failsafes']} failsafe uses.",
+        f"- {post.solves:,} solves, {post.failsafes} failsafe uses.",
         "",
     ]
-    for level in post["levels"]:
+    for level in post.levels:
         lines.append(
-            f"- {level['level']}: {level['solves']:,} solves, "
-            f"{len(level['failsafes'])} failsafes, {level['solve_seconds']:.1f} s solving, "
-            f"roundings within {level['max_mip_gap']:.1e} of optimal (relative L1 gap)"
-            + (" (reused checkpoint)" if level["reused"] else "")
+            f"- {level.level}: {level.solves:,} solves, "
+            f"{len(level.failsafes)} failsafes, {level.solve_seconds:.1f} s solving, "
+            f"roundings within {level.max_mip_gap:.1e} of optimal (relative L1 gap)"
+            + (" (reused checkpoint)" if level.reused else "")
         )
-    lines += ["", "## Timings", ""]
-    lines += [f"- {k}: {v:.1f} s" for k, v in cert["timings_seconds"].items()]
-    lines += ["", "## Software", ""]
-    lines += [f"- {k} {v}" for k, v in cert["software"].items()]
-    return "\n".join(lines) + "\n"
+    return lines

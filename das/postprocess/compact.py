@@ -5,23 +5,18 @@ Every solver (``das.postprocess.l2.nnls``, ``das.postprocess.rounding``,
 the live cells grouped into blocks that every query and the facility grouping treat alike
 (``layout``), which shrinks the pass without changing its optimum (``compact``). Answers go
 back to cells through ``spread_values`` and ``spread_counts`` (integral, by the
-``northwest_corner`` rule, which the failsafe uses too), and a failsafe relaxation of the
-compact rows goes back to the public problem through ``relaxed_problem``.
+``northwest_corner`` rule, which the failsafe uses too).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field
 
 import numpy as np
 import scipy.sparse as sp
 
-from das.postprocess.problem import UNBOUNDED, Measurement, ParentProblem
+from das.postprocess.problem import UNBOUNDED, FixedQuery, Measurement, ParentProblem
 from das.spec.schema import query_rows
-
-if TYPE_CHECKING:
-    from das.postprocess.failsafe import Relaxation
 
 
 @dataclass(frozen=True)
@@ -99,7 +94,8 @@ class Layout:
 def layout(problem: ParentProblem) -> Layout:
     """Group the live cells by their signature: query row in every query, and facility group."""
     live = np.flatnonzero(problem.live)
-    columns = [query_rows(q.matrix)[live] for q in (*problem.measurements, *problem.fixed)]
+    queries: tuple[Measurement | FixedQuery, ...] = (*problem.measurements, *problem.fixed)
+    columns = [query_rows(q.matrix)[live] for q in queries]
     if problem.facility_groups is not None:
         columns.append(problem.facility_groups[live])
     _, block = np.unique(np.stack(columns, axis=1), axis=0, return_inverse=True)
@@ -142,7 +138,7 @@ def _compact_equalities(problem: ParentProblem, lay: Layout) -> tuple[sp.csr_mat
     values = [np.zeros((problem.n_children, 0))]
     origin = [np.zeros((0, 2), dtype=np.int64)]
     if problem.child_totals is None and not problem.fixed:
-        return matrices[0], values[0], origin[0]  # the first pass: stacking nothing costs ms
+        return matrices[0], values[0], origin[0]  # the first pass: nothing worth stacking
     if problem.child_totals is not None:
         matrices.append(sp.csr_matrix(np.ones((1, lay.n_blocks))))
         values.append(problem.child_totals[:, None].astype(float))
@@ -167,7 +163,13 @@ def _compact_groups(problem: ParentProblem, lay: Layout) -> tuple[np.ndarray, ..
     totals (see ``ParentProblem.effective_group_upper``), upper as stated. Without facility
     groups, one unbounded group."""
     children = problem.n_children
-    if problem.facility_groups is None:
+    effective = problem.effective_group_upper()
+    if (
+        problem.facility_groups is None
+        or problem.group_lower is None
+        or problem.group_upper is None
+        or effective is None
+    ):
         return (
             np.zeros(lay.n_blocks, dtype=np.int64),
             np.zeros((children, 1)),
@@ -176,7 +178,6 @@ def _compact_groups(problem: ParentProblem, lay: Layout) -> tuple[np.ndarray, ..
         )
     groups = np.zeros(lay.n_blocks, dtype=np.int64)
     groups[lay.block] = problem.facility_groups[lay.live]
-    effective = problem.effective_group_upper()
     upper = np.where(effective >= UNBOUNDED, np.inf, effective.astype(float))
     stated = np.where(problem.group_upper >= UNBOUNDED, np.inf, problem.group_upper.astype(float))
     lower = problem.group_lower.astype(float)
@@ -232,7 +233,7 @@ def block_sums(lay: Layout, values: np.ndarray) -> np.ndarray:
     """Children x cells -> children x blocks: each block's live cells summed."""
     values = np.asarray(values, dtype=float)
     out = np.zeros((values.shape[0], lay.n_blocks))
-    np.add.at(out, (slice(None), lay.block), values[:, lay.live])
+    np.add.at(out.T, lay.block, values[:, lay.live].T)  # block columns, cells in order
     return out
 
 
@@ -289,28 +290,3 @@ def spread_counts(problem: ParentProblem, lay: Layout, counts: np.ndarray) -> np
             plan = northwest_corner(counts[:, b], problem.parent[cells])
             full[:, cells] = np.rint(plan).astype(np.int64)
     return full
-
-
-def relaxed_problem(problem: ParentProblem, cp: CompactProblem, relax: Relaxation) -> ParentProblem:
-    """``problem`` with the failsafe's relaxation applied to its public bounds and values."""
-    changes: dict = {}
-    if problem.facility_groups is not None:
-        raised = relax.upper > 0
-        upper = np.where(
-            raised, problem.group_upper + relax.upper.astype(np.int64), problem.group_upper
-        )
-        changes["group_upper"] = upper
-        changes["group_lower"] = np.maximum(problem.group_lower - relax.lower.astype(np.int64), 0)
-    fixed_values = [f.values.copy() for f in problem.fixed]
-    totals = None if problem.child_totals is None else problem.child_totals.copy()
-    for i, (source, row) in enumerate(cp.row_origin):
-        delta = np.rint(relax.rows[:, i]).astype(np.int64)
-        if source < 0:
-            totals += delta
-        else:
-            fixed_values[source][:, row] += delta
-    changes["child_totals"] = totals
-    changes["fixed"] = tuple(
-        replace(f, values=v) for f, v in zip(problem.fixed, fixed_values, strict=True)
-    )
-    return replace(problem, **changes)

@@ -61,18 +61,13 @@ def _highs_model(program: LinearProgram) -> highspy.HighsLp:
 
 
 #: LPs with at least this many columns are solved by interior point + crossover (a vertex,
-#: as the rounding needs) instead of dual simplex: on the 18,882-column rounding LP of the
-#: RI county with 141 tracts, 5.1 s instead of 8.0 s (quiet machine), 14 s instead of 22 s
-#: (loaded), the same optimum; on small LPs simplex is faster.
+#: as the rounding needs) instead of dual simplex: faster on large LPs, for the same
+#: optimum; on small LPs simplex is faster.
 LARGE_LP_COLUMNS = 5000
 
 #: LPs with fewer columns than this skip HiGHS's presolve: on the small LPs of block and
 #: block-group families (the rounding's relaxation, the feasibility LP) it costs more
-#: than it saves. Measured on 492 such LPs (synthetic 1M and RI block families, tract and
-#: county families): under 100 columns 0.053 -> 0.027 s, 100-300 0.098 -> 0.045 s,
-#: 300-1000 0.72 -> 0.41 s; 1000-2000 columns the same time either way. The 80 synthetic
-#: block families replayed: 2.9-3.0 -> 2.6-2.7 s, identical counts; 80 RI families: 2.66
-#: -> 2.38-2.46 s, identical counts in 79 (the other's LP reached another optimal vertex).
+#: than it saves.
 SMALL_LP_COLUMNS = 1000
 
 
@@ -99,7 +94,7 @@ def solve_highs(
     ``cut_pool`` sets HiGHS's soft limit on the rows of its cut pool (mip_pool_soft_limit,
     default 10,000): above it, cuts age out of the pool faster.
     Restarts after root reduced-cost fixing are off: on these models they cost more than
-    they save (24 block groups: mean rounding 0.64 -> 0.45 s, worst 5.1 -> 3.5 s).
+    they save.
     """
     highs = highspy.Highs()
     for name, value in (

@@ -34,11 +34,10 @@ from das.postprocess.compact import (
     block_sums,
     compact,
     layout,
-    relaxed_problem,
     spread_counts,
     spread_values,
 )
-from das.postprocess.failsafe import feasible_point, relax
+from das.postprocess.failsafe import feasible_point, relax, relaxed_problem
 from das.postprocess.l2.nnls import L2Result, solve_l2
 from das.postprocess.problem import UNBOUNDED, FixedQuery, Measurement, ParentProblem
 from das.postprocess.rounding import MIP_RELATIVE_GAP, MIP_TIME_LIMIT, RoundingResult, round_counts
@@ -51,10 +50,24 @@ __all__ = [
     "Measurement",
     "ParentProblem",
     "ParentSolution",
+    "SolveStats",
     "check_solution",
     "round_l2",
     "solve_parent",
 ]
+
+
+@dataclass(frozen=True)
+class SolveStats:
+    """How the structured solver found a pass's answer (for benchmarks and the certificate)."""
+
+    blocks: int  # compact blocks of the pass
+    l2_method: str  # which path of ``das.postprocess.l2.nnls`` gave the fit
+    active_set_steps: int
+    interior_point_rounds: int
+    movable: int  # counts the rounding could move
+    lp_integral: bool  # the rounding's LP relaxation was integral: no MIP ran
+    mip_gap: float  # the rounding's final relative gap to its proven bound
 
 
 @dataclass(frozen=True)
@@ -64,6 +77,7 @@ class ParentSolution:
     ``problem`` is the problem actually solved: the input, or its relaxation when the
     failsafe was used (then ``failsafe_reason`` says what was relaxed and by how much, and
     ``check_solution(solution.problem, solution.counts)`` holds, not necessarily the input's).
+    ``stats`` is None for a solver that reports none (the cvxpy reference).
     """
 
     x_l2: np.ndarray = field(repr=False)
@@ -78,7 +92,7 @@ class ParentSolution:
     failsafe_used: bool
     failsafe_reason: str
     problem: ParentProblem = field(repr=False)
-    stats: dict = field(default_factory=dict)
+    stats: SolveStats | None = None
 
 
 def round_l2(
@@ -100,8 +114,7 @@ def _feasible_form(
 
     ``hint`` (children x cells) is a candidate feasible point, such as the previous pass's
     counts, which meet every constraint of the next pass when it fixes their totals and
-    queries: if ``check_solution`` accepts it, the feasibility LP is not needed (it was
-    about a quarter of a block group's solve time)."""
+    queries: if ``check_solution`` accepts it, the feasibility LP is not needed."""
     if hint is not None and not check_solution(problem, hint):
         return problem, lay, cp, block_sums(lay, hint), ""
     feasible = feasible_point(cp)
@@ -194,13 +207,13 @@ def _solution(
         failsafe_used=bool(reason),
         failsafe_reason=reason,
         problem=problem,
-        stats={
-            "blocks": cp.n_blocks,
-            "l2_method": fit.method,
-            "active_set_steps": fit.active_set_steps,
-            "interior_point_rounds": fit.interior_point_rounds,
-            "movable": rounded.movable,
-            "lp_integral": rounded.lp_integral,
-            "mip_gap": rounded.gap,
-        },
+        stats=SolveStats(
+            blocks=cp.n_blocks,
+            l2_method=fit.method,
+            active_set_steps=fit.active_set_steps,
+            interior_point_rounds=fit.interior_point_rounds,
+            movable=rounded.movable,
+            lp_integral=rounded.lp_integral,
+            mip_gap=rounded.gap,
+        ),
     )

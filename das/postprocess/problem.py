@@ -22,7 +22,7 @@ UNBOUNDED = np.iinfo(np.int64).max // 4
 
 def _frozen_array(value: object, dtype: type) -> np.ndarray:
     """A read-only copy of ``value`` as ``dtype``, so a frozen problem stays frozen."""
-    array = np.array(value, dtype=dtype, copy=True)
+    array: np.ndarray = np.array(value, dtype=dtype, copy=True)
     array.setflags(write=False)
     return array
 
@@ -171,7 +171,8 @@ class ParentProblem:
         names = [m.query_name for m in self.measurements]
         if len(set(names)) != len(names):
             raise InternalError(f"measurement query names repeat: {names}")
-        for m in (*self.measurements, *self.fixed):
+        queries: tuple[Measurement | FixedQuery, ...] = (*self.measurements, *self.fixed)
+        for m in queries:
             kind = "measurement" if isinstance(m, Measurement) else "fixed query"
             if m.matrix.shape[1] != self.n_cells:
                 raise InternalError(
@@ -255,7 +256,7 @@ class ParentProblem:
         if self.group_upper is None:
             return None
         upper = np.minimum(self.group_upper, UNBOUNDED)
-        if self.child_totals is not None:
+        if self.child_totals is not None and self.group_lower is not None:
             others = self.group_lower.sum(axis=1, keepdims=True) - self.group_lower
             upper = np.minimum(upper, self.child_totals[:, None] - others)
         return upper

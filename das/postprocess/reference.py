@@ -34,12 +34,12 @@ class ReferenceResult:
     rounding_status: str
 
 
-def _group_indicator(problem: ParentProblem, live: np.ndarray) -> sp.csr_matrix:
-    """live cells x groups 0/1 matrix: column g sums a child's live cells in group g."""
-    groups = problem.facility_groups[live]
+def _group_indicator(groups: np.ndarray, n_groups: int) -> sp.csr_matrix:
+    """live cells x groups 0/1 matrix (``groups``: each live cell's group): column g sums a
+    child's live cells in group g."""
     return sp.csr_matrix(
         (np.ones(groups.size), (np.arange(groups.size), groups)),
-        shape=(groups.size, problem.n_groups),
+        shape=(groups.size, n_groups),
     )
 
 
@@ -52,12 +52,13 @@ def _constraints(problem: ParentProblem, x: cp.Expression, live: np.ndarray) -> 
         constraints.append(cp.sum(x, axis=1) == problem.child_totals)
     for fixed in problem.fixed:
         constraints.append(x @ fixed.matrix[:, live].T == fixed.values)
-    if problem.facility_groups is not None:
-        sums = x @ _group_indicator(problem, live)
-        constraints.append(sums >= problem.group_lower)
-        bounded = problem.group_upper < UNBOUNDED
+    groups, lower, upper = problem.facility_groups, problem.group_lower, problem.group_upper
+    if groups is not None and lower is not None and upper is not None:
+        sums = x @ _group_indicator(groups[live], problem.n_groups)
+        constraints.append(sums >= lower)
+        bounded = upper < UNBOUNDED
         if bounded.any():
-            capped = np.where(bounded, problem.group_upper, 0)
+            capped = np.where(bounded, upper, 0)
             constraints.append(cp.multiply(bounded, sums) <= capped)
     return constraints
 
@@ -94,7 +95,7 @@ def round_reference(
     proves optimality within ``time_limit`` seconds.
     """
     counts, objective, status = _round_reference(problem, x_l2, time_limit)
-    if status != cp.OPTIMAL:
+    if status != cp.OPTIMAL or counts is None:
         raise InternalError(f"reference rounding MILP ended with status {status}")
     return counts, objective
 

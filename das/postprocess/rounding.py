@@ -16,11 +16,9 @@ same and the LP bound comes within ~0.1% of it, often integral. Rows with one mo
 entry are linear in it and need no auxiliary variable. HiGHS is called through
 ``das.postprocess.highs``.
 
-Measured on block groups of 30 children (naive -> with chords, HiGHS MIP): 0.7-3.5 s ->
-0.04-1.8 s; cvxpy with the naive model: 3-73 s. With the crossing marginals (votingage x
-cenrace against hispanic x cenrace) the problem is NP-hard in general (controlled rounding
-of 3-way tables), so a minority of parents still need branch and cut; see ``round_counts``
-for the three stages and the time limit.
+With the crossing marginals (votingage x cenrace against hispanic x cenrace) the problem is
+NP-hard in general (controlled rounding of 3-way tables), so a minority of parents still
+need branch and cut; see ``round_counts`` for the three stages and the time limit.
 
 With fixed queries from earlier passes (beyond totals) the rows are no longer a nested
 family and floor + binary may be infeasible; then every entry may move anywhere in
@@ -56,68 +54,45 @@ INTEGRALITY_TOLERANCE = 1e-6
 MIP_TIME_LIMIT = 120.0
 
 #: Branch-and-bound nodes of the sub-MIP (step 2 of ``round_counts``) and of the full MIP
-#: (step 3, when mip_gap > 0; with mip_gap = 0 the full MIP runs to the proven optimum).
-#: Measured on the RI county with 141 tracts: the sub-MIP's root node alone found an
-#: incumbent 8.4e-4 above the LP bound (5 s idle; under load, a 7.5 s time slice had cut
-#: it short and the full MIP then ran 22 s without reaching 1e-3).
+#: (step 3, when mip_gap > 0; with mip_gap = 0 the full MIP runs to the proven optimum):
+#: limits on work, not time, so a loaded machine gives the same rounding as an idle one.
 SUB_MIP_NODES = 100
 FULL_MIP_NODES = 200
 
 #: Above FULL_MIP_MAX_INCREMENTS movable counts the sub-MIP's answer is kept whatever its
-#: gap, so its search stops at the root node (HiGHS's root heuristics give the incumbent).
-#: On the RI county with 141 tracts (9,168 movable counts, with combined totals): 1 node
-#: 8.2 s, gap 1.74e-3; 10 or 30 nodes 21.8 s, gap 1.17e-3 (L1 distance to the L2 fit
-#: 9078.3 against 9073.2: 0.06%). On a synthetic county level (1,961): 4.0 s against 16 s.
-#: That root node runs without RINS (HiGHS's relaxation-induced neighbourhood search),
-#: whose sub-MIPs took most of it for a fraction of a percent: on the county level of the
-#: synthetic 2M state (3,826 movable counts) 7.3 s -> 2.7 s, for an L1 distance to the L2
-#: fit of 3007.0 instead of 3000.8 (+0.2%); on six tract-level families of a synthetic
-#: state (894-8,328 movable counts) 20.0 s -> 11.5 s, +0.0% to +0.7% (950.7 -> 957.5).
-#: RENS stays on: without both, that distance grew by up to 7%.
+#: gap, so its search stops at the root node (HiGHS's root heuristics give the incumbent):
+#: more nodes cost several times the time for a fraction of a percent of L1 distance. That
+#: root node runs without RINS (HiGHS's relaxation-induced neighbourhood search), whose
+#: sub-MIPs took most of its time for as little; RENS stays on, as without both the
+#: distance grew by several percent.
 SUB_MIP_NODES_LARGE = 1
 
 #: That root node keeps few cuts: HiGHS's cut pool has a soft limit of this many rows
 #: (default 10,000), above which its cuts age out faster, so the separation rounds end
-#: sooner. On the 48 root-node sub-MIPs of the county and tract levels of a synthetic 4M
-#: state, a synthetic 2M state and the RI fixture (586-18,896 columns): 63.4 s -> 19.9 s,
-#: the sum of their L1 distances to the L2 fit 109,899.1 -> 109,889.4 (24 closer, 16
-#: farther, from -0.6% to +0.5%); the 4M state's county (13,662 columns) 6.1 s -> 3.6 s.
-#: The smaller MIPs keep the default: the block-level full MIPs ran slower with it (80
-#: block families 2.47 -> 2.68 s), the block-level sub-MIPs no faster.
+#: sooner, at no cost in L1 distance on large problems. The smaller MIPs keep the default,
+#: which is faster for them.
 SUB_MIP_CUT_POOL_LARGE = 1
 
 #: With mip_gap > 0, the full MIP (step 3) runs only on problems with at most this many
-#: movable counts; above it the sub-MIP's answer is kept and its gap reported. On that
-#: county (9,148 movable counts) the full MIP's first two nodes took 113 s and moved the
-#: gap from 1.36e-3 to 1.03e-3; on synthetic counties of a few thousand movable counts it
-#: took 87-105 s (1,000 nodes) to reach 1e-3. On the county level of a synthetic 1M state
-#: (10 counties, 1,961 movable counts) it took 40 s of the family's 56 s to move the gap
-#: from 4.85e-3 to 8.4e-4 (L1 distance to the L2 fit 1566.2 -> 1560.6, 0.36%). On the
-#: tracts of a synthetic county (15 tracts, 894 movable counts) the sub-MIP took 4.2 s and
-#: the full MIP 6.7 s for 948.1 -> 943.2 (0.5%); with the limit at 500 (root node only) the
-#: whole rounding took 1.4 s, for the same 948.1. Block-level families have ~100-300.
+#: movable counts; above it the sub-MIP's answer is kept and its gap reported, as the full
+#: MIP on larger problems takes minutes to close a gap of a fraction of a percent.
+#: Block-level families have ~100-300.
 FULL_MIP_MAX_INCREMENTS = 500
 
 #: The full MIP (step 3) skips HiGHS's presolve below this many columns (increments and
 #: auxiliaries). With a start given, its root node is presolve, the LP again and one
-#: RENS/RINS sub-MIP, and on these small models presolve is the largest of the three.
-#: Measured on the 13 full MIPs of 80 block families of a synthetic 4M run (432-1,066
-#: columns): 675 -> 392 ms, the same objectives; the 80 families replayed: 2.61-2.67 ->
-#: 2.25-2.26 s, identical counts in 79 (the other an alternative optimum, same L1
-#: distance). The sub-MIP keeps presolve: it removes the fixed columns cheaply (the same
-#: 80 families 2.73 s with it off as well).
+#: RENS/RINS sub-MIP, and on these small models presolve is the largest of the three. The
+#: sub-MIP keeps presolve: it removes the fixed columns cheaply.
 FULL_MIP_PRESOLVE_COLUMNS = 2000
 
 #: Seconds the rounding LP may run: only a guard (an LP is polynomial, and its answer is
 #: needed: without it there is no rounding). It is not taken from the MIP's time, which
-#: starts when the LP ends: under load the LP of the largest RI county took 30 s and an
-#: LP limit equal to the MIP's stopped the run.
+#: starts when the LP ends, so that a slow LP under load cannot stop the run.
 LP_TIME_LIMIT = 600.0
 
 #: An integer solution whose L1 objective is within this fraction of the LP bound is
-#: accepted (postprocess.mip_gap). On the county with 141 tracts of the RI fixture the first
-#: incumbent was 6e-4 above the bound (5.6 units of L1 distance over 9,151 movable counts)
-#: and 16 s more of branch and cut did not improve it; 0 asks for the proven optimum.
+#: accepted (postprocess.mip_gap): closing the last fraction of a percent can take minutes
+#: of branch and cut; 0 asks for the proven optimum.
 MIP_RELATIVE_GAP = 1e-3
 
 

@@ -2,8 +2,9 @@
 
 ``check_solution`` recomputes each constraint from the public ``ParentProblem`` alone, not
 from anything the solvers built (blocks, rows, bounds over blocks), so a bug in the compact
-form, the L2 fit or the rounding cannot hide itself. ``das.postprocess.parent.solve_parent`` refuses
-counts that fail it; ``das.postprocess.levels`` checks the reference solver's counts the same way.
+form, the L2 fit or the rounding cannot hide itself. ``das.postprocess.parent.solve_parent``
+refuses counts that fail it; ``das.postprocess.solvers`` checks the reference solver's counts
+the same way.
 """
 
 from __future__ import annotations
@@ -67,16 +68,17 @@ def _check_sums(problem: ParentProblem, counts: np.ndarray) -> list[str]:
         off = fixed.values != np.asarray(fixed.matrix @ counts.T).T
         if off.any():
             problems.append(f"fixed query {fixed.query_name!r} not exact: {_find(off)}")
-    if problem.facility_groups is not None:
+    lower, upper = problem.group_lower, problem.group_upper
+    if problem.facility_groups is not None and lower is not None and upper is not None:
         sums = np.stack(
             [
                 np.bincount(problem.facility_groups, weights=row, minlength=problem.n_groups)
                 for row in counts
             ]
         )
-        if (sums < problem.group_lower).any():
-            problems.append(f"group lower bounds violated: {_find(sums < problem.group_lower)}")
-        above = (sums > problem.group_upper) & (problem.group_upper < UNBOUNDED)
+        if (sums < lower).any():
+            problems.append(f"group lower bounds violated: {_find(sums < lower)}")
+        above = (sums > upper) & (upper < UNBOUNDED)
         if above.any():
             problems.append(f"group upper bounds violated: {_find(above)}")
     return problems

@@ -5,8 +5,8 @@ facility group, and its objective sees only each child's sum: sum_c w (s_c - y_c
 s_c = sum_g x_cg. The children add up to the parent group by group, child c holds at least
 lower[c, g] in each group g it has a unit of, and nothing in the others. The general path
 met a singular Hessian there (Q = 2w 11' per child) and needed a feasibility LP, Clarabel,
-proximal active-set steps and a rounding MILP: a fifth of a block-level family's time, for
-a problem of a few dozen variables. Two facts make it small:
+proximal active-set steps and a rounding MILP, for a problem of a few dozen variables.
+Two facts make it small:
 
 1. **The reachable totals form a polymatroid's base polytope.** Let e_c = s_c - L_c be what
    child c holds above its lower bounds, D_g what group g holds above the children's lower

@@ -1,15 +1,15 @@
-"""The sampler's inner loop compiled with numba: one candidate at a time, as ``_scalar``.
+"""The sampler's inner loop compiled with numba: one candidate at a time, as ``scalar_draws``.
 
-Why compiled: a block's measurement is eleven calls of 1 to 2,016 draws, and in numpy
-each call paid for some forty array operations whatever its size, in pure Python each
-candidate a few microseconds. Compiled, the loop costs tens of nanoseconds a candidate.
+Why compiled: a block's measurement is eleven calls of 1 to 2,016 draws; in numpy each
+call pays for some forty array operations whatever its size, and in pure Python each
+candidate costs microseconds, where the compiled loop costs nanoseconds.
 
-What it does: exactly what ``noise._scalar`` does, word for word, on a buffer of the
-stream's words. Every decision is an integer comparison against the thresholds tabulated
-in the plan (the tables exist when t <= 2047; larger variances keep the numpy path), so
-the argument of ``das.privacy.noise``'s docstring applies unchanged, and no float is computed
-here. The two things it cannot do, it hands back to Python at the start of the candidate
-concerned, which then continues from the same word:
+What it does: exactly what ``das.privacy.candidates.scalar_draws`` does, word for word, on
+a buffer of the stream's words. Every decision is an integer comparison against the
+thresholds tabulated in the plan (the tables exist when t <= 2047; larger variances keep
+the numpy path), so the argument of ``das.privacy.bernoulli`` applies unchanged, and no
+float is computed here. The two things it cannot do, it hands back to Python at the start
+of the candidate concerned, which then continues from the same word:
 
 - ``NEED_WORDS``: the buffer ran out. The caller appends more words of the stream.
 - ``UNDECIDED``: a decision fell in the ambiguous band (about 1e-10 of decisions) and needs
@@ -30,8 +30,8 @@ from numba import njit
 def _jit_cached(function: Callable) -> Callable:
     """``function`` compiled by numba, with the machine code cached on disk (next to this
     module, or in the user's cache directory where that is read-only): a Spark worker that
-    starts then loads the kernels (0.3 s) instead of compiling them (1.2 s), once per
-    worker and per job. Where no cache directory is writable, numba refuses the cache:
+    starts then loads the kernels instead of compiling them, several times slower, once
+    per worker and per job. Where no cache directory is writable, numba refuses the cache:
     then each process compiles, as it would without one."""
     try:
         return njit(cache=True)(function)
@@ -45,7 +45,7 @@ UNDECIDED = 2
 
 _LOW32 = 0xFFFF_FFFF
 _LOW53 = (1 << 53) - 1
-_MAX_V = 1 << 20  # see noise._check_geometric
+_MAX_V = 1 << 20  # see candidates._check_geometric
 GEOMETRIC_TOO_LONG = 3
 
 

@@ -14,9 +14,9 @@ import logging
 from collections.abc import Callable, Iterator
 from fractions import Fraction
 from functools import reduce
+from typing import Protocol, TypeVar, overload
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 from pyspark import Accumulator, AccumulatorParam, TaskContext
 from pyspark.sql import DataFrame, SparkSession
@@ -24,9 +24,11 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
 
-from das.confidential.metrics import add_error_sums, diversity_groups, measurement_errors, row_sums
+from das.errors import InternalError
 from das.input.read import LevelHistograms
-from das.privacy.noise import Rng, discrete_gaussian_rows
+from das.privacy.answers import row_sums
+from das.privacy.generator import Rng
+from das.privacy.sampler import discrete_gaussian_rows
 from das.spark.storage import exists
 from das.spec.config import Config
 from das.spec.schema import Query
@@ -43,6 +45,39 @@ NMF_SCHEMA = T.StructType(
         T.StructField("variance_exact", T.StringType(), False),
     ]
 )
+
+
+S = TypeVar("S")
+
+
+class NoiseObserver(Protocol[S]):
+    """Sees the noise of each run of geounits as it is drawn, on the executors.
+
+    The only moment a geounit's true histogram and the noise added to its answers are at
+    hand together: nothing downstream sees the noise (the NMF is read back from disk), so
+    what needs it (the confidential error metrics) is taken here, by a caller-supplied
+    observer. ``observe``'s results are combined per partition and then across partitions;
+    ``combine`` must not depend on that grouping. It travels to the executors: it must
+    pickle.
+    """
+
+    def observe(
+        self,
+        level: str,
+        queries: tuple[Query, ...],
+        rows: np.ndarray,
+        cells: np.ndarray,
+        counts: np.ndarray,
+        noises: list[np.ndarray],
+    ) -> S:
+        """A partial result from one run of geounits of ``level``: their true histograms
+        as flat (geounit row, cell, count) arrays, ``noises[j]`` the noise added to
+        queries[j] (geounits x query size)."""
+        ...
+
+    def combine(self, parts: list[S]) -> S:
+        """The partial results of several runs as one."""
+        ...
 
 
 def noise_label(level: str, geocode: str, query: str) -> str:
@@ -67,7 +102,7 @@ def measure_geounits(
     each (geounit, query) draws from its own stream whatever the batch.
 
     One ``discrete_gaussian_rows`` call per query serves all the geounits: a sampler call
-    per (geounit, query) paid a fixed cost that was most of a block's measurement.
+    per (geounit, query) would pay its fixed cost for each of a block's small queries.
     """
     n = len(geocodes)
     weights = counts.astype(np.float64)
@@ -130,20 +165,24 @@ class _ByPartition(AccumulatorParam):
 
 
 def _noisy_rows(
-    config: Config, rng: Rng, counter: Accumulator | None, errors: Accumulator
+    config: Config,
+    rng: Rng,
+    counter: Accumulator | None,
+    observer: NoiseObserver[S] | None,
+    results: Accumulator,
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """The executors' function: batches of (level, geocode, cells, counts) to NMF rows.
 
-    Geounits are measured in runs of one level (at most GEOUNITS_PER_BATCH), each query
-    with one sampler call for the whole run (``measure_geounits``). A geounit's queries
-    are emitted in name order, so rows leave in the order of their input, (level,
-    geocode), then query: the order of the NMF's files. Arrow in and out: the batch is
-    built from the flat noisy values, with no object per row.
+    Geounits are measured in runs of one level (``_runs``), each query with one sampler
+    call for the whole run (``measure_geounits``). A geounit's queries are emitted in name
+    order, so rows leave in the order of their input, (level, geocode), then query: the
+    order of the NMF's files. Arrow in and out: the batch is built from the flat noisy
+    values, with no object per row.
 
-    The noise drawn here is exactly the error of the noisy answers, so their error sums
-    for the confidential metrics (``das.confidential.metrics.measurement_errors``) are taken here and
-    reach the driver through ``errors``, one entry per partition; the metrics then need no
-    second pass over the NMF (a pivot of every noisy answer, the largest part of their time).
+    The noise drawn here is exactly the error of the noisy answers, so ``observer`` sees
+    each run's noise, and its partition's combined result reaches the driver through
+    ``results``, one entry per partition: what needs the noise (the confidential metrics)
+    then needs no second pass over the NMF.
     """
     plans = {
         level: (
@@ -152,38 +191,50 @@ def _noisy_rows(
         )
         for level, queries in config.queries.items()
     }
-    groups = diversity_groups(config.schema)
 
     def noisy(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        sums = []
+        parts = []
         for batch in batches:
-            cells, counts = batch.column("cells"), batch.column("counts")
-            # a geounit's cells and counts are lists of one length: flattened, they align
-            cell_values = cells.flatten().to_numpy(zero_copy_only=False).astype(np.int64)
-            count_values = counts.flatten().to_numpy(zero_copy_only=False).astype(np.int64)
-            offsets = cells.offsets.to_numpy() - cells.offsets[0].as_py()
-            levels = batch.column("level").to_pylist()
-            geocodes = batch.column("geocode").to_pylist()
-            for begin, end in _level_runs(levels, GEOUNITS_PER_BATCH):
-                level = levels[begin]
+            for level, geocodes, rows, cells, counts in _runs(batch):
                 queries, variances = plans[level]
-                # the run's histograms as flat (geounit row, cell, count) arrays: its lists
-                # are contiguous in the batch's values
-                flat = slice(offsets[begin], offsets[end])
-                rows = np.repeat(np.arange(end - begin), np.diff(offsets[begin : end + 1]))
-                run_cells, run_counts = cell_values[flat], count_values[flat]
                 batch_out, noises = measure_geounits(
-                    level, geocodes[begin:end], rows, run_cells, run_counts, queries, variances, rng
+                    level, geocodes, rows, cells, counts, queries, variances, rng
                 )
                 if counter is not None:
-                    counter.add(end - begin)
+                    counter.add(len(geocodes))
                 yield batch_out
-                sums.append(
-                    measurement_errors(level, queries, rows, run_cells, run_counts, noises, groups)
-                )
-        errors.add({TaskContext.get().partitionId(): add_error_sums(sums)})
+                if observer is not None:
+                    parts.append(observer.observe(level, queries, rows, cells, counts, noises))
+        if observer is not None:
+            results.add({_partition_id(): observer.combine(parts)})
 
     return noisy
+
+
+def _runs(
+    batch: pa.RecordBatch,
+) -> Iterator[tuple[str, list[str], np.ndarray, np.ndarray, np.ndarray]]:
+    """The batch's runs of geounits of one level (at most GEOUNITS_PER_BATCH each): level,
+    geocodes, and their histograms as flat (geounit row, cell, count) arrays."""
+    cells, counts = batch.column("cells"), batch.column("counts")
+    # a geounit's cells and counts are lists of one length: flattened, they align
+    cell_values = cells.flatten().to_numpy(zero_copy_only=False).astype(np.int64)
+    count_values = counts.flatten().to_numpy(zero_copy_only=False).astype(np.int64)
+    offsets = cells.offsets.to_numpy() - cells.offsets[0].as_py()
+    levels = batch.column("level").to_pylist()
+    geocodes = batch.column("geocode").to_pylist()
+    for begin, end in _level_runs(levels, GEOUNITS_PER_BATCH):
+        # the run's lists are contiguous in the batch's values
+        flat = slice(offsets[begin], offsets[end])
+        rows = np.repeat(np.arange(end - begin), np.diff(offsets[begin : end + 1]))
+        yield levels[begin], geocodes[begin:end], rows, cell_values[flat], count_values[flat]
+
+
+def _partition_id() -> int:
+    context = TaskContext.get()
+    if context is None:
+        raise InternalError("the measurement ran outside a Spark task")
+    return context.partitionId()
 
 
 def _level_runs(levels: list[str], most: int) -> Iterator[tuple[int, int]]:
@@ -197,41 +248,64 @@ def _level_runs(levels: list[str], most: int) -> Iterator[tuple[int, int]]:
         begin = end
 
 
+@overload
 def write_nmf(
     levels: dict[str, LevelHistograms],
     config: Config,
     rng: Rng,
     path: str,
     counter: Accumulator | None = None,
-) -> pd.DataFrame:
+    observer: None = None,
+) -> None: ...
+
+
+@overload
+def write_nmf(
+    levels: dict[str, LevelHistograms],
+    config: Config,
+    rng: Rng,
+    path: str,
+    counter: Accumulator | None,
+    observer: NoiseObserver[S],
+) -> S: ...
+
+
+def write_nmf(
+    levels: dict[str, LevelHistograms],
+    config: Config,
+    rng: Rng,
+    path: str,
+    counter: Accumulator | None = None,
+    observer: NoiseObserver[S] | None = None,
+) -> S | None:
     """Measure every level and write the NMF once; Spark's _SUCCESS marks it complete.
-    Returns the error sums of the noisy answers (confidential; see ``_noisy_rows``).
+    Returns what ``observer`` made of the noise (None without one; see ``_noisy_rows``).
 
     The geounits (small rows: their nonzero cells) are hash-partitioned by (level, geocode)
     and sorted inside each partition before they are measured, and the measurement keeps
     that order, so each file's content depends only on the data and the configured
     partition count, not on the input's partitioning. Shuffling and sorting the geounits
     rather than the noisy answers (dense: 2,016 values per geounit for ``detailed``) moves
-    a small fraction of the bytes: on the RI fixture (local[2], 8 partitions, histograms
-    cached) 16.7 s -> 13.1 s, and the files are byte for byte those of the previous way
-    (noisy rows shuffled and sorted by (level, geocode, query)).
+    a small fraction of the bytes.
     """
     frames = [
         h.frame.select(F.lit(name).alias("level"), "geocode", "cells", "counts")
         for name, h in levels.items()
     ]
     geounits = reduce(DataFrame.unionByName, frames)
-    errors = geounits.sparkSession.sparkContext.accumulator({}, _ByPartition())
+    results = geounits.sparkSession.sparkContext.accumulator({}, _ByPartition())
     partitions = config.file.spark.shuffle_partitions
     (
         geounits.repartition(partitions, "level", "geocode")
         .sortWithinPartitions("level", "geocode")
-        .mapInArrow(_noisy_rows(config, rng, counter, errors), NMF_SCHEMA)
+        .mapInArrow(_noisy_rows(config, rng, counter, observer, results), NMF_SCHEMA)
         .write.mode("overwrite")
         .parquet(path)
     )
     log.info("noisy measurements written to %s", path)
-    return add_error_sums(list(errors.value.values()))
+    if observer is None:
+        return None
+    return observer.combine(list(results.value.values()))
 
 
 def nmf_complete(spark: SparkSession, path: str) -> bool:
@@ -253,9 +327,9 @@ def pivot_measurements(
     Columns are positional because query names such as ``votingage*cenrace`` are awkward
     column names; callers index them by the order of ``queries``. Each geounit's
     (query, values) pairs are collected into one map, which Spark aggregates by hash; a
-    ``first(when(query = q))`` per query has array buffers that it can only sort-aggregate
-    (4M-person NMF, local[2], warm: 7.3 s -> 5.1 s). A query measured twice for one
-    geounit fails the map (duplicate key) rather than passing one of them silently.
+    ``first(when(query = q))`` per query has array buffers that it can only sort-aggregate,
+    which is slower. A query measured twice for one geounit fails the map (duplicate key)
+    rather than passing one of them silently.
     """
     answers = nmf.groupBy(*keys).agg(
         F.map_from_entries(F.collect_list(F.struct("query", "values"))).alias("_answers")

@@ -36,7 +36,7 @@ class Location:
 
 
 def locate(spark: SparkSession, uri: str) -> Location:
-    jvm = spark.sparkContext._jvm
+    jvm: Any = spark.sparkContext._jvm  # py4j's gateway: Spark's own API types it as optional
     conf = spark.sparkContext._jsc.hadoopConfiguration()
     try:
         raw = jvm.org.apache.hadoop.fs.Path(uri)

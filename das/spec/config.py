@@ -19,16 +19,12 @@ import numpy as np
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, Strict, ValidationError
 
 from das.errors import UserError
-from das.privacy.accounting import Budget
+from das.spec.budget import Budget
 from das.spec.exact import parse_fraction
 from das.spec.geography import DEFAULT_LEVELS, Geography
 from das.spec.schema import Query, Schema, load_schema
 
 ExactFraction = Annotated[Fraction, BeforeValidator(parse_fraction)]
-
-#: Names accepted for choices made in config; an unknown name fails and lists these.
-SOLVERS = ("structured", "cvxpy")
-ROUNDERS = ("highs",)
 
 
 class _Section(BaseModel):
@@ -73,8 +69,8 @@ class StrategySection(_Section):
 
 
 class PostprocessSection(_Section):
+    #: A name in das.postprocess.solvers.SOLVERS; the job refuses any other before Spark starts.
     solver: str = "structured"
-    rounder: str = "highs"
     failsafe: bool = True
     #: The ``total``-only pass fits each child's total to the inverse-variance combination of
     #: every measured query's sum, not to the total query alone (False: the 2020 rule).
@@ -191,14 +187,6 @@ def _derive(file: ConfigFile, origin: str) -> Config:
         raise UserError(
             "run.production = true refuses a fixed seed (run.seed or --seed): production noise "
             "must come from the operating system's secure generator and no seed may exist"
-        )
-    if file.postprocess.solver not in SOLVERS:
-        raise UserError(
-            f"postprocess.solver: unknown solver {file.postprocess.solver!r}; allowed: {', '.join(SOLVERS)}"
-        )
-    if file.postprocess.rounder not in ROUNDERS:
-        raise UserError(
-            f"postprocess.rounder: unknown rounder {file.postprocess.rounder!r}; allowed: {', '.join(ROUNDERS)}"
         )
     schema_ref = file.run.schema_name
     if schema_ref.endswith(".toml") and not Path(schema_ref).is_absolute():

@@ -262,11 +262,11 @@ class Schema:
             by_attribute[attr] = factor
         matrix = sp.csr_matrix(np.ones((1, 1)))
         for a in self.attributes:
-            factor = by_attribute.get(a.name)
-            if factor is None:
+            chosen = by_attribute.get(a.name)
+            if chosen is None:
                 block = sp.csr_matrix(np.ones((1, a.size)))
-            elif factor in self.groupings:
-                block = self.groupings[factor].matrix(a.size)
+            elif chosen in self.groupings:
+                block = self.groupings[chosen].matrix(a.size)
             else:
                 block = sp.identity(a.size, format="csr")
             matrix = sp.kron(matrix, block, format="csr")

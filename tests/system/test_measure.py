@@ -8,9 +8,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from das.confidential.error_sums import noise_errors
 from das.input.read import read_histograms
+from das.privacy.generator import seeded_rng
 from das.privacy.measure import NMF_SCHEMA, noise_label, pivot_measurements, read_nmf, write_nmf
-from das.privacy.noise import discrete_gaussian, seeded_rng
+from das.privacy.sampler import discrete_gaussian
 from das.spec.config import load_config
 from tests.conftest import ROOT
 from tests.helpers import tiny_input, write_input
@@ -19,7 +21,7 @@ pytestmark = pytest.mark.spark
 CONFIG = ROOT / "configs" / "demo.toml"
 
 
-def _nmf(spark, tmp_path, name, partitions, seed=11, rho="293764/114921"):
+def _nmf(spark, tmp_path, name, partitions, seed=11, rho="293764/114921", observe=True):
     config = load_config(
         CONFIG,
         overrides=[f"spark.shuffle_partitions={partitions}", f"budget.rho={rho!r}"],
@@ -32,7 +34,8 @@ def _nmf(spark, tmp_path, name, partitions, seed=11, rho="293764/114921"):
     levels = read_histograms(spark, config, str(input_dir))
     levels = {k: type(v)(v.level, v.frame.repartition(partitions)) for k, v in levels.items()}
     path = str(tmp_path / name)
-    sums = write_nmf(levels, config, seeded_rng(config.seed), path)
+    observer = noise_errors(config.schema) if observe else None
+    sums = write_nmf(levels, config, seeded_rng(config.seed), path, None, observer)
     rows = read_nmf(spark, path).collect()
     _nmf.sums = sums  # the last call's error sums, for the test that checks them
     return config, levels, {(r["level"], r["geocode"], r["query"]): r for r in rows}
@@ -40,7 +43,8 @@ def _nmf(spark, tmp_path, name, partitions, seed=11, rho="293764/114921"):
 
 def test_same_seed_same_noise_whatever_the_partitioning(spark, tmp_path):
     _, _, one = _nmf(spark, tmp_path, "nmf1", partitions=1)
-    _, _, four = _nmf(spark, tmp_path, "nmf4", partitions=4)
+    _, _, four = _nmf(spark, tmp_path, "nmf4", partitions=4, observe=False)
+    assert _nmf.sums is None  # no observer, nothing observed; the same noise
     assert one.keys() == four.keys()
     for key in one:
         assert one[key]["values"] == four[key]["values"], key
@@ -112,9 +116,9 @@ def test_pivot_puts_each_query_in_its_column_and_refuses_a_query_measured_twice(
 def test_error_sums_are_the_noisy_answers_minus_the_truth_whatever_the_partitioning(
     spark, tmp_path
 ):
-    """write_nmf's sums for the metrics, added over the bins, against the NMF's answers
-    minus the true ones; and the same table from 1 and 4 partitions (one entry per
-    partition reaches the driver)."""
+    """The sums write_nmf's observer (noise_errors) returns, added over the bins, against
+    the NMF's answers minus the true ones; and the same table from 1 and 4 partitions (one
+    entry per partition reaches the driver)."""
     config, levels, rows = _nmf(spark, tmp_path, "nmf4", partitions=4)
     four = _nmf.sums
     _nmf(spark, tmp_path, "nmf1", partitions=1)

@@ -14,7 +14,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from das.confidential.metrics import overall
+from das.confidential.summary import overall
 from das.fixtures.pl94 import write_pl94_fixture
 from das.fixtures.synthetic import write_synthetic_fixture
 from das.job.cli import main

@@ -17,6 +17,7 @@ import numpy as np
 import scipy.linalg as sla
 from scipy.linalg import lapack
 
+from das.errors import InternalError
 from das.postprocess.l2.kkt import LOWER, ROW, UPPER, ActiveSet, Duals, Normal, Point
 
 if TYPE_CHECKING:
@@ -24,13 +25,9 @@ if TYPE_CHECKING:
 
 
 #: Children with at most this many free blocks are eliminated together in one stacked call
-#: (``_stacked_faces``), the others one by one. Block-level families (children of ~10-60
-#: free blocks, ~170 eliminations per family) spend most of their L2 time in per-call
-#: overhead, which stacking removes; padding children of a few hundred free blocks to the
-#: widest one costs more than it saves. Single-threaded BLAS, as in Spark's workers: 80 RI
-#: block-level families 3.6 s one by one, 3.1 s all stacked or with this limit; a
-#: synthetic county's 138 tracts, L2 fit 0.44 s one by one or with this limit, 3.0 s all
-#: stacked.
+#: (``_stacked_faces``), the others one by one: small children spend most of their time in
+#: per-call overhead, which stacking removes, while padding children of a few hundred free
+#: blocks to the widest one costs more than it saves.
 STACKED_MAX_BLOCKS = 64
 
 
@@ -112,22 +109,32 @@ def _child_face(
     return _one_child(c, blocks, rows, rhs, kinds, index, g_r - g_b @ nu0, z, nu0, n)
 
 
-def _one_child(c: int, blocks: np.ndarray, *arrays: np.ndarray | None) -> _Faces:
+def _one_child(
+    c: int,
+    blocks: np.ndarray,
+    rows: np.ndarray,
+    rhs: np.ndarray,
+    kinds: np.ndarray,
+    index: np.ndarray,
+    h: np.ndarray,
+    z: np.ndarray | None,
+    nu0: np.ndarray,
+    n: np.ndarray,
+) -> _Faces:
     """A ``_Faces`` of child c alone (no padding): each array gains a leading axis."""
-    rows, rhs, kinds, index, h, z, nu0, n = (None if a is None else a[None] for a in arrays)
     return _Faces(
         np.array([c]),
         blocks[None],
         np.ones((1, blocks.size), dtype=bool),
-        np.array([rhs.shape[1]]),
-        rows,
-        rhs,
-        kinds,
-        index,
-        h,
-        z,
-        nu0,
-        n,
+        np.array([rhs.shape[0]]),
+        rows[None],
+        rhs[None],
+        kinds[None],
+        index[None],
+        h[None],
+        None if z is None else z[None],
+        nu0[None],
+        n[None],
     )
 
 
@@ -177,26 +184,9 @@ def _stacked_faces(
     q = np.where(both, normal.q[blocks[:, :, None], blocks[:, None, :]], 0.0)
     q[:, np.arange(width), np.arange(width)] += ~valid
     r = np.where(valid, np.take_along_axis(normal.r[members], blocks, axis=1), 0.0)
-    # held rows: the equality rows, then tight upper bounds, then tight lower bounds (negated)
-    rows = np.zeros((children, depth, width))
-    rows[:, :n_rows] = np.where(valid[:, None, :], eq_rows[:, blocks].transpose(1, 0, 2), 0.0)
-    rhs = np.zeros((children, depth))
-    rhs[:, :n_rows] = cp.row_values[members]
-    kinds = np.full((children, depth), ROW)
-    index = np.tile(np.arange(depth), (children, 1))
-    in_group = cp.groups[blocks]
-    offset = np.full(children, n_rows)
-    for tight, kind, sign, bound in (
-        (upper, UPPER, 1.0, cp.upper[members]),
-        (lower, LOWER, -1.0, cp.lower[members]),
-    ):
-        c_t, g_t = np.nonzero(tight)
-        at = offset[c_t] + np.cumsum(tight, axis=1)[c_t, g_t] - 1
-        rows[c_t, at] = sign * ((in_group[c_t] == g_t[:, None]) & valid[c_t])
-        rhs[c_t, at] = sign * bound[c_t, g_t]
-        kinds[c_t, at] = kind
-        index[c_t, at] = g_t
-        offset += tight.sum(axis=1)
+    rows, rhs, kinds, index = _stacked_held_rows(
+        cp, eq_rows, members, blocks, valid, (upper, lower), depth
+    )
     try:
         factor = np.linalg.cholesky(q)  # _child_face's positive-definiteness test, per child
     except np.linalg.LinAlgError:
@@ -215,6 +205,42 @@ def _stacked_faces(
     z = solved[:, :, 1 + depth :] - g_b @ n if coupled else None
     h = g_r - np.einsum("cfk,ck->cf", g_b, nu0)
     return _Faces(members, blocks, valid, held, rows, rhs, kinds, index, h, z, nu0, n)
+
+
+def _stacked_held_rows(
+    cp: CompactProblem,
+    eq_rows: np.ndarray,
+    members: np.ndarray,
+    blocks: np.ndarray,
+    valid: np.ndarray,
+    tight_bounds: tuple[np.ndarray, np.ndarray],
+    depth: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(B, d, kinds, index) of the children ``members`` over their padded free ``blocks``:
+    the equality rows, then tight upper bounds, then tight lower bounds (negated), each
+    child's rows padded with zero rows to ``depth``."""
+    upper, lower = tight_bounds
+    children, n_rows = members.size, eq_rows.shape[0]
+    rows = np.zeros((children, depth, blocks.shape[1]))
+    rows[:, :n_rows] = np.where(valid[:, None, :], eq_rows[:, blocks].transpose(1, 0, 2), 0.0)
+    rhs = np.zeros((children, depth))
+    rhs[:, :n_rows] = cp.row_values[members]
+    kinds = np.full((children, depth), ROW)
+    index = np.tile(np.arange(depth), (children, 1))
+    in_group = cp.groups[blocks]
+    offset = np.full(children, n_rows)
+    for tight, kind, sign, bound in (
+        (upper, UPPER, 1.0, cp.upper[members]),
+        (lower, LOWER, -1.0, cp.lower[members]),
+    ):
+        c_t, g_t = np.nonzero(tight)
+        at = offset[c_t] + np.cumsum(tight, axis=1)[c_t, g_t] - 1
+        rows[c_t, at] = sign * ((in_group[c_t] == g_t[:, None]) & valid[c_t])
+        rhs[c_t, at] = sign * bound[c_t, g_t]
+        kinds[c_t, at] = kind
+        index[c_t, at] = g_t
+        offset += tight.sum(axis=1)
+    return rows, rhs, kinds, index
 
 
 def _stacked_pseudo_inverse(m: np.ndarray, held: np.ndarray) -> np.ndarray:
@@ -253,6 +279,8 @@ def _coupling_multipliers(cp: CompactProblem, stacks: list[_Faces]) -> np.ndarra
     s = np.zeros((cp.n_blocks, cp.n_blocks))
     rhs = -np.asarray(cp.parent, dtype=np.float64)
     for st in stacks:
+        if st.z is None:
+            raise InternalError("a face without children-sum rows reached the coupling solve")
         pairs = st.valid[:, :, None] & st.valid[:, None, :]
         # unbuffered: a block shared by several children gets each child's term in turn
         np.add.at(s, (st.blocks[:, :, None], st.blocks[:, None, :]), np.where(pairs, st.z, 0.0))
@@ -282,7 +310,7 @@ def equality_solve(
             return None
         stacks.append(stacked)
     for c in np.flatnonzero(sizes > STACKED_MAX_BLOCKS):
-        face = _child_face(cp, normal, active, c, eq_rows)
+        face = _child_face(cp, normal, active, int(c), eq_rows)
         if face is None:
             return None
         stacks.append(face)

@@ -11,7 +11,7 @@ which variables are zero and which group bounds are tight.
 
 1. Guess (``das.postprocess.l2.start``): 25 steps of accelerated projected gradient (FISTA) on the children-sum
    simplices alone (exact sort-based projection per block, step 1/lambda_max(Q) by power
-   iteration) find ~80% of the support in a few milliseconds; a feasible point's support
+   iteration) find most of the support, cheaply; a feasible point's support
    (``das.postprocess.failsafe.feasible_point``) is added so every equality can be met.
 2. Solve on a face by block elimination (``das.postprocess.l2.face``): for each child one Cholesky of Q[F_c, F_c]
    (F_c = its free blocks, small) eliminates its variables and its held rows, leaving one
@@ -33,13 +33,9 @@ which variables are zero and which group bounds are tight.
 The objective, reduced costs, tolerances and the types these modules share are in
 ``das.postprocess.l2.kkt``.
 
-Measured (block groups of 30-60 children, 190-340 live cells; bench/bench_optimize.py):
-cvxpy + Clarabel on the whole problem 3-8 s; Clarabel directly on the whole problem
-12-45 s (dense per-child Hessian blocks) or 3.5-4.5 s (lifted with residual variables);
-HiGHS's QP 128 s on a 20,000-variable NNLS; Clarabel on a working set 50-210 ms (2-3
-rounds of ~50 ms); the active-set method with a sparse LU of the KKT matrix 50-100 ms
-(250 ms per step on 1,800-variable supports); with block elimination 40-120 ms (6-8
-steps). Objectives agree with the reference to ~1e-9 relative (ours is the lower: the
+Block elimination is used because it is the fastest of the exact methods on these problems
+(interior-point solvers on the whole problem, or a sparse LU of the KKT matrix, are slower),
+and its objectives agree with the cvxpy reference to ~1e-9 relative (ours is the lower: the
 interior-point reference stops a little short). The cost of a step is about
 sum_c |F_c|^3, so parents whose children each have ~1,000 positive cells (counties
 with their tracts) take seconds per step.

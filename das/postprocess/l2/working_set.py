@@ -3,8 +3,8 @@
 Used when the active-set method cycles, meets a singular face or takes too many steps.
 Clarabel, called directly, solves the QP restricted to a working set of variables; left-out
 variables with a negative reduced cost join the set until there are none, and then the
-restricted optimum is the full one. A sparse working set keeps each solve near 50 ms where
-the whole problem takes seconds (measurements in ``das.postprocess.l2.nnls``). ``face_of`` reads the face
+restricted optimum is the full one. A sparse working set keeps each solve small where the
+whole problem is slow (its Hessian blocks are dense per child). ``face_of`` reads the face
 the answer points at, from which ``das.postprocess.l2.nnls`` makes the answer exact.
 """
 
@@ -59,13 +59,13 @@ class _Restricted:
 
 def _hessian_blocks(normal: Normal, child: np.ndarray, block: np.ndarray) -> sp.csc_matrix:
     """Upper triangle of the block-diagonal Hessian: child c's block is Q[F_c, F_c] (dense)."""
-    rows, cols = [], []
+    row_parts, col_parts = [], []
     starts = np.flatnonzero(np.r_[True, child[1:] != child[:-1]])
     for start, stop in zip(starts, np.r_[starts[1:], child.size], strict=True):
         i, j = np.triu_indices(stop - start)
-        rows.append(start + i)
-        cols.append(start + j)
-    rows, cols = np.concatenate(rows), np.concatenate(cols)
+        row_parts.append(start + i)
+        col_parts.append(start + j)
+    rows, cols = np.concatenate(row_parts), np.concatenate(col_parts)
     values = normal.q[block[rows], block[cols]]
     return sp.csc_matrix((values, (rows, cols)), shape=(child.size, child.size))
 

@@ -1,0 +1,242 @@
+"""The input contract as data: the two tables, their columns, keys and cross-table rules.
+
+This is what ``das fixture`` writes and ``das run`` accepts. The loader, the check, the
+reader, the validator and the fixtures' own check all take it from here. What a schema
+decides is derived from the schema, never restated: which columns its attributes read,
+from which table, and the narrower domain an attribute gives its column.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from das.spec.schema import Attribute, Schema
+
+#: Spark type names the reader casts a column to; the check's type rule uses the same.
+KINDS = ("long", "int", "boolean", "string")
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column of a contract table and the values it may hold."""
+
+    name: str
+    kind: str
+    """Spark type name the reader casts to: one of ``KINDS``."""
+    domain: tuple[int, int] | None = None
+    """Integers allowed (inclusive) where no schema attribute narrows them."""
+    pattern: str | None = None
+    """Regular expression every value of a string column matches."""
+    pattern_allowed: str = ""
+    """The pattern in words, for the refusal message."""
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(f"column {self.name!r}: kind {self.kind!r}; allowed: {KINDS}")
+        if self.domain is not None and self.kind not in ("long", "int"):
+            raise ValueError(f"column {self.name!r}: a domain needs an integer kind")
+        if (self.pattern is not None) != (self.kind == "string"):
+            raise ValueError(f"column {self.name!r}: a string column needs a pattern")
+
+    @property
+    def is_integer(self) -> bool:
+        return self.kind in ("long", "int")
+
+
+@dataclass(frozen=True)
+class Table:
+    """One input table: its columns in file order and the column each row is keyed by."""
+
+    name: str
+    key: str
+    columns: tuple[Column, ...]
+
+    def __post_init__(self) -> None:
+        if self.key not in self.names:
+            raise ValueError(f"table {self.name!r}: key {self.key!r} is not one of its columns")
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(c.name for c in self.columns)
+
+    def column(self, name: str) -> Column:
+        for column in self.columns:
+            if column.name == name:
+                return column
+        raise KeyError(f"table {self.name!r} has no column {name!r}")
+
+
+#: What a rule tests: a value is present, matches its pattern, has its type, lies in its
+#: domain; a key is unique; a row links rightly to the other table.
+TESTS = ("null", "format", "type", "domain", "key", "link")
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One rule of the contract, as the refusal report names and explains it.
+
+    ``column`` is the column the report shows and ``allowed`` what it should have held;
+    ``domain`` is the range a ``domain`` rule allows.
+    """
+
+    name: str
+    table: str
+    column: str
+    allowed: str
+    test: str
+    domain: tuple[int, int] | None = None
+
+    def __post_init__(self) -> None:
+        if self.test not in TESTS:
+            raise ValueError(f"rule {self.name!r}: test {self.test!r}; allowed: {TESTS}")
+        if (self.domain is not None) != (self.test == "domain"):
+            raise ValueError(f"rule {self.name!r}: a domain rule, and only it, has a domain")
+
+
+GEOID = Column(
+    "geoid",
+    "string",
+    pattern=r"^[0-9]{15}$",
+    pattern_allowed="a 15-digit block GEOID (state 2 + county 3 + tract 6 + block 4)",
+)
+
+PERSONS = Table(
+    name="persons",
+    key="person_id",
+    columns=(
+        Column("person_id", "long"),
+        Column("unit_id", "long"),
+        GEOID,
+        Column("age", "int", domain=(0, 115)),
+        Column("hispanic", "boolean"),
+        Column("cenrace", "int", domain=(1, 63)),
+    ),
+)
+
+UNITS = Table(
+    name="units",
+    key="unit_id",
+    columns=(
+        Column("unit_id", "long"),
+        GEOID,
+        Column("gqtype", "int", domain=(0, 7)),  # 0 housing unit, 1..7 group-quarters types
+        Column("occupied", "boolean"),
+    ),
+)
+
+TABLES = (PERSONS, UNITS)
+
+#: Columns only a unit has: a persons schema reads them from the person's unit (joined by
+#: ``UNITS.key``, which every person row names).
+UNIT_ONLY_COLUMNS = tuple(name for name in UNITS.names if name not in PERSONS.names)
+
+
+def _unit_types() -> int:
+    domain = UNITS.column("gqtype").domain
+    if domain is None or domain[0] != 0:
+        raise ValueError("gqtype must be coded 0..n-1")
+    return domain[1] + 1
+
+
+#: Unit types (gqtype codes): the length of each geounit's units invariant.
+UNIT_TYPES = _unit_types()
+
+
+#: Rules that link a row to rows of the other table (persons to their unit), in report order.
+LINK_RULES = (
+    Rule("unknown-unit", "persons", "unit_id", "the unit_id of a row of units", "link"),
+    Rule(
+        "geoid-differs-from-unit",
+        "persons",
+        "geoid",
+        "the geoid of the person's unit (its housing unit or GQ facility is in another block)",
+        "link",
+    ),
+    Rule("person-in-vacant-unit", "persons", "unit_id", "a unit marked occupied", "link"),
+    Rule(
+        "occupied-unit-without-residents",
+        "units",
+        "occupied",
+        "occupied = false for a unit nobody lives in",
+        "link",
+    ),
+    Rule(
+        "gq-residents-not-occupied",
+        "units",
+        "occupied",
+        "occupied = true for a group-quarters facility with residents",
+        "link",
+    ),
+)
+
+
+def key_rule(table: Table) -> Rule:
+    """Each row's key is unique in its table."""
+    name = f"duplicate-{table.key.replace('_', '-')}"
+    return Rule(name, table.name, table.key, f"a unique {table.key}", "key")
+
+
+def column_rules(schema: Schema, table: Table, column: Column) -> tuple[Rule, ...]:
+    """Null, then format (strings) or type and domain (integers, booleans) of one column."""
+    name = column.name
+    null = Rule(f"null-{name}", table.name, name, "a value (not null)", "null")
+    if column.pattern is not None:
+        return null, Rule(f"{name}-format", table.name, name, column.pattern_allowed, "format")
+    allowed = f"an integer ({column.kind})" if column.is_integer else "a boolean"
+    rules = [null, Rule(f"{name}-type", table.name, name, allowed, "type")]
+    bounds = column_domain(schema, table, column)
+    if bounds is not None:
+        allowed = f"an integer from {bounds[0]} to {bounds[1]}"
+        rules.append(Rule(f"{name}-domain", table.name, name, allowed, "domain", bounds))
+    return tuple(rules)
+
+
+def table_rules(schema: Schema, table: Table) -> tuple[Rule, ...]:
+    """Every rule of a table, in report order: its columns', its key's, then its links."""
+    return (
+        *(rule for column in table.columns for rule in column_rules(schema, table, column)),
+        key_rule(table),
+        *(rule for rule in LINK_RULES if rule.table == table.name),
+    )
+
+
+# ---- what the schema decides --------------------------------------------------------------
+def attribute_table(schema: Schema, attribute: Attribute) -> str:
+    """The table an attribute's record reads its source columns from.
+
+    A units schema reads units; a persons schema reads persons, except an attribute of
+    unit-only columns, which it reads from the person's unit.
+    """
+    if schema.record == UNITS.name or set(attribute.source) <= set(UNIT_ONLY_COLUMNS):
+        return UNITS.name
+    return PERSONS.name
+
+
+def attribute_domain(attribute: Attribute) -> tuple[int, int] | None:
+    """The integers an attribute's recode accepts from its one source column (None: any)."""
+    if attribute.recode == "identity":
+        return 0, attribute.size - 1
+    if attribute.recode == "offset":
+        return attribute.offset, attribute.offset + attribute.size - 1
+    if attribute.recode == "cut" and attribute.valid_range is not None:
+        return attribute.valid_range
+    return None
+
+
+def carried_attributes(schema: Schema, table: Table, column: Column) -> tuple[Attribute, ...]:
+    """The schema's attributes that read ``column`` of ``table`` alone, in schema order."""
+    return tuple(
+        attribute
+        for attribute in schema.attributes
+        if attribute.source == (column.name,) and attribute_table(schema, attribute) == table.name
+    )
+
+
+def column_domain(schema: Schema, table: Table, column: Column) -> tuple[int, int] | None:
+    """The integers a column may hold: the first of its schema attributes that bounds it,
+    else the contract's own domain."""
+    for attribute in carried_attributes(schema, table, column):
+        bounds = attribute_domain(attribute)
+        if bounds is not None:
+            return bounds
+    return column.domain

@@ -1,0 +1,110 @@
+import json
+from fractions import Fraction
+from pathlib import Path
+
+import pytest
+
+from das.output.certificate import Certificate, Records, build_certificate, render_markdown
+from das.postprocess.report import LevelReport
+from das.spec.config import load_config
+
+ROOT = Path(__file__).resolve().parents[3]
+REPORTS = [
+    LevelReport("us", 1, (), 0.5, 0.0, False),
+    LevelReport("state", 1, (("44001", "x"),), 0.2, 4e-4, False),
+]
+
+
+def _certificate(config_name: str = "pl94_2020_production.toml") -> Certificate:
+    return build_certificate(
+        load_config(ROOT / "configs" / config_name),
+        noise_source="test",
+        records=Records(input_persons=10, input_units=4, output_records=10),
+        levels=REPORTS,
+        timings={"read": 1.0, "solve us": 0.04999},
+    )
+
+
+def test_certificate_budget_is_exact_and_epsilon_published():
+    cert = _certificate()
+    privacy = json.loads(cert.to_json())["privacy"]
+    total = sum(
+        Fraction(q["rho"]["exact"])
+        for lv in privacy["levels"].values()
+        for q in lv["queries"].values()
+    )
+    assert total == Fraction(542, 339) ** 2 == Fraction(privacy["rho"]["exact"]) == cert.privacy.rho
+    assert total == sum(q.rho for lv in cert.privacy.levels for q in lv.queries)
+    assert privacy["epsilon_cks"] == pytest.approx(17.14, abs=0.01)
+    assert (cert.postprocessing.solves, cert.postprocessing.failsafes) == (2, 1)
+    text = render_markdown(cert)
+    assert "epsilon = 17.14" in text and "| **block** |" in text
+    assert "state: 1 solves, 1 failsafes, 0.2 s solving, roundings within 4.0e-04" in text
+    assert "seed" not in str(cert.config["run"]) or cert.config["run"]["seed"] is None
+
+
+def test_json_keeps_its_keys_order_and_values():
+    """The JSON layout readers rely on (bench, the validator, the cluster tests)."""
+    data = json.loads(_certificate().to_json())
+    assert list(data) == [
+        "run",
+        "created",
+        "noise_source",
+        "config_file",
+        "config",
+        "schema",
+        "privacy",
+        "software",
+        "records",
+        "postprocessing",
+        "timings_seconds",
+    ]
+    assert list(data["privacy"]) == [
+        "definition",
+        "rho",
+        "rho_matches_config",
+        "delta",
+        "epsilon_cks",
+        "epsilon_bun_steinke",
+        "levels",
+    ]
+    assert data["records"] == {"input_persons": 10, "input_units": 4, "output_records": 10}
+    assert data["postprocessing"] == {
+        "solves": 2,
+        "failsafes": 1,
+        "levels": [
+            {
+                "level": "us",
+                "solves": 1,
+                "failsafes": [],
+                "solve_seconds": 0.5,
+                "max_mip_gap": 0.0,
+                "reused": False,
+            },
+            {
+                "level": "state",
+                "solves": 1,
+                "failsafes": [["44001", "x"]],
+                "solve_seconds": 0.2,
+                "max_mip_gap": 4e-4,
+                "reused": False,
+            },
+        ],
+    }
+    assert data["timings_seconds"] == {"read": 1.0, "solve us": 0.05}
+    assert next(iter(data["software"])) == "python"
+    state = data["privacy"]["levels"]["state"]
+    assert list(state) == ["rho", "queries"]
+    assert all(list(q) == ["rho", "sigma2"] for q in state["queries"].values())
+    assert _certificate().to_json().endswith("}\n")
+
+
+def test_markdown_shows_the_rounded_timings_and_every_query():
+    cert = _certificate("h1_2020_production.toml")
+    text = render_markdown(cert)
+    assert text.startswith("# Run certificate: ")
+    assert "- solve us: 0.1 s" in text  # 0.04999 s is kept to the millisecond: 0.05
+    for level in cert.privacy.levels:
+        assert f"| **{level.name}** | (all) | {level.rho} | |" in text
+        for query in level.queries:
+            assert f"| | {query.name} | {query.rho} |" in text

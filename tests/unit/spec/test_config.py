@@ -1,0 +1,75 @@
+from fractions import Fraction
+from pathlib import Path
+
+import pytest
+
+from das.errors import UserError
+from das.spec.config import load_config
+
+ROOT = Path(__file__).resolve().parents[3]
+PRODUCTION = ROOT / "configs" / "pl94_2020_production.toml"
+
+
+def test_production_config_budget_sums_exactly():
+    config = load_config(PRODUCTION)
+    assert config.budget.rho == Fraction(542, 339) ** 2
+    assert config.budget.total_rho() == config.budget.rho
+    assert config.geography.names == ["us", "state", "county", "tract", "block_group", "block"]
+    assert config.budget.level_shares["state"] == Fraction(1440, 4099)
+    assert "total" not in [q.name for q in config.queries["us"]]
+    assert config.passes[0] == ("total",)
+    assert config.production and config.seed is None
+
+
+def test_production_refuses_a_seed():
+    with pytest.raises(UserError, match="production = true refuses a fixed seed"):
+        load_config(PRODUCTION, seed=7)
+
+
+def test_override_sets_an_exact_value():
+    config = load_config(PRODUCTION, overrides=["budget.rho=1/2"])
+    assert config.budget.rho == Fraction(1, 2)
+    assert config.budget.total_rho() == Fraction(1, 2)
+
+
+def _write(tmp_path, text):
+    path = tmp_path / "c.toml"
+    path.write_text(PRODUCTION.read_text() + text)
+    return path
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("budget.rhoo=1", r"budget.rhoo: unknown key"),
+        ("budget.rho=abc", r"budget.rho: expected an exact number"),
+        ("budget.geolevels.block=1/4099", r"budget.geolevels: shares must sum to exactly 1"),
+        ("run.production=yes", r"run.production: Input should be a valid boolean"),
+        ("postprocess.rounder=highs", r"invalid configuration\n  postprocess\.rounder: unknown key"),
+        (
+            "geography.levels=[['us', 0], ['state', 2], ['county', 2], ['block', 15]]",
+            "increase strictly",
+        ),
+        ("strategy.passes=[['total']]", r"strategy.passes: measured queries .* are in no pass"),
+        ("budget.queries.state.age=1", r"budget.queries.state.age: .*unknown factor 'age'"),
+        ("run.schema=nope", r"unknown schema 'nope'"),
+    ],
+)
+def test_bad_values_name_file_key_and_expectation(override, message):
+    with pytest.raises(UserError, match=message) as info:
+        load_config(PRODUCTION, overrides=[override])
+    assert str(PRODUCTION) in str(info.value)
+
+
+def test_missing_file_and_bad_toml(tmp_path):
+    with pytest.raises(UserError, match="does not exist"):
+        load_config(tmp_path / "missing.toml")
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[run\nname=1")
+    with pytest.raises(UserError, match="not valid TOML"):
+        load_config(bad)
+
+
+def test_bad_override_syntax():
+    with pytest.raises(UserError, match="expected key=value"):
+        load_config(PRODUCTION, overrides=["budget.rho"])
