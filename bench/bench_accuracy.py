@@ -624,7 +624,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         input_dir = args.input or ri_input(args.work)
         default_label = (
             "the RI 2010 block counts (P.L. 94-171 P2/P4 by block, ALARM project) expanded into "
-            "person records by `das.fixture_blocks` with seed 1"
+            "person records by `das.fixtures.blocks` with seed 1"
         )
         provenance["input"] = args.input_label or (
             default_label if args.input is None else f"`{input_dir}`"

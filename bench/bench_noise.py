@@ -77,7 +77,7 @@ def per_call_us(sigma2: Fraction, size: int, calls: int, fresh_child: bool) -> f
 
 def rows_us(sigma2: Fraction, size: int, streams: int) -> float:
     """``per_call_us``'s fresh-child pattern with one call for all the streams
-    (``discrete_gaussian_rows``, what das.measure does): median of 3 runs, per stream."""
+    (``discrete_gaussian_rows``, what das.privacy.measure does): median of 3 runs, per stream."""
     root = secure_rng()
     labels = [f"block|{i:015d}|detailed" for i in range(streams)]
 

@@ -181,7 +181,7 @@ def _progress(i: int, record: dict[str, Any]) -> str:
 
 def _print_summary(f: dict[str, Any], count: int, with_reference: int) -> None:
     rows = [
-        ["structured (das.optimize), all", count, f["fast_seconds_median"],
+        ["structured (das.postprocess.parent), all", count, f["fast_seconds_median"],
          f["fast_seconds_p90"], f["fast_l2_seconds_median"], f["fast_rounding_seconds_median"]],
         ["structured, same as reference", with_reference,
          f["fast_seconds_median_same_instances"], None, None, None],
