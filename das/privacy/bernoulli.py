@@ -28,7 +28,9 @@ error below exp(8 (1 + gamma) u) (1 + 1e-13) - 1 < 1.5e-13 for gamma <= 45, and 
 p_f * (1 -/+ tol) * 2^53 with two more roundings. With tol = 1e-10 the margin is over 600
 times the error (the rule of thumb "1e-12 (1 + gamma)" at gamma = 45 gives 4.6e-11; one
 constant is simpler and as safe, and costs a fallback in about 2e-10 of the decisions).
-The tests check every tabulated pair against the exact bounds. For gamma > 45,
+Nothing here depends on sigma^2. The tests check every tabulated pair against the exact
+bounds, and the pairs computed per candidate where sigma^2 is too large for tables (by
+the same functions, ``das.privacy.plan``) at sigma^2 = 1e8 and 1e12. For gamma > 45,
 p < 2^-64: no u satisfies u + 1 <= lo < 1, and hi is raised to at least 1, which is a valid
 upper bound because p*2^53 < 1 there. So lo <= p*2^53 <= hi for every gamma, including when
 exp underflows to zero. lo is clipped to [0, 2^53] and hi to [1, 2^53] after floor/ceil,

@@ -13,13 +13,14 @@ accepted candidates are dropped. Two implementations:
   t <= 2047, which covers every query of the shipped configs. The compiled loop makes only
   the table lookups and integer comparisons of the fast path; it hands an ambiguous
   decision back to Python, which runs that candidate with the exact path.
-- Vectorised with numpy (``vector_candidates``), for larger t, where the thresholds are
-  computed per candidate. The order in which the decisions of one candidate are made does
-  not matter, since they use independent bits: step 3's rejection is applied together
-  with step 4's. Each candidate is accepted with a fixed probability of about 0.3 to 0.5,
-  and each round of the V loop continues with probability exp(-1) per element, so every
-  loop ends with probability 1; the batch is sized so that one round usually suffices,
-  and the last few elements of the V loop run one at a time.
+- Vectorised with numpy (``vector_candidates``), for larger t, where the plan computes
+  the thresholds per candidate with the functions that build its tables. The order in
+  which the decisions of one candidate are made does not matter, since they use
+  independent bits: step 3's rejection is applied together with step 4's. Each
+  candidate is accepted with a fixed probability of about 0.3 to 0.5, and each round of
+  the V loop continues with probability exp(-1) per element, so every loop ends with
+  probability 1; the batch is sized so that one round usually suffices, and the last few
+  elements of the V loop run one at a time.
 
 Decisions use the thresholds of the plan and the exact path of ``das.privacy.bernoulli``,
 so the argument of those modules applies to every path alike.
@@ -34,7 +35,7 @@ import numpy as np
 
 from das.errors import InternalError
 from das.privacy import kernel
-from das.privacy.bernoulli import exact_below_exp, final_gamma, thresholds
+from das.privacy.bernoulli import exact_below_exp
 from das.privacy.generator import Rng
 from das.privacy.plan import CHUNK_OUTPUTS, Plan
 
@@ -77,11 +78,7 @@ def _vector_step1(
     m = (w_u >> 32) * t
     u_val = m >> 32
     u53 = w_acc >> 11
-    if plan.step is not None:
-        step_a, step_b = plan.step
-        a, b = step_a[u_val], step_b[u_val]
-    else:
-        a, b = thresholds(np.exp(-(u_val.astype(np.float64) / t)), plan.tolerance)
+    a, b = plan.step_thresholds(u_val)
     keep = _decide(u53, a, b, rng, lambda i: (int(u_val[i]), t), stats)
     if plan.lemire_reject:
         keep &= (m & _MASK32) >= plan.lemire_reject
@@ -120,12 +117,7 @@ def _vector_final(
     mask: deciding step 4 for a candidate that step 3 rejects only wastes its word."""
     t = plan.t
     u53 = rng._draw(x.size) >> 11
-    if plan.final is not None:
-        j = np.minimum(x, plan.reach)
-        final_a, final_b = plan.final
-        a, b = final_a[j], final_b[j]
-    else:
-        a, b = thresholds(np.exp(-final_gamma(x, plan.c, plan.w)), plan.tolerance)
+    a, b = plan.final_thresholds(x)
     n, d = plan.n, plan.d
     den = 2 * n * d * t * t
     keep = _decide(u53, a, b, rng, lambda i: ((int(x[i]) * d * t - n) ** 2, den), stats)

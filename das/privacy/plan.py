@@ -2,7 +2,10 @@
 
 Tabulating the thresholds of ``das.privacy.bernoulli`` once per variance makes each
 decision of the fast path a table lookup and an integer comparison. A run uses a few dozen
-variances (one per level and query), each many times, so plans are cached.
+variances (one per level and query), each many times, so plans are cached. Where a table
+would be too large, the same thresholds are computed per candidate by the same functions
+(``Plan.step_thresholds``, ``Plan.final_thresholds``): one code path for both, so the tests'
+check of them against exact bounds covers the tabulated and the runtime thresholds alike.
 """
 
 from __future__ import annotations
@@ -54,6 +57,20 @@ class Plan:
     scalar_tables: ScalarTables | None  # where ``final`` exists: lists if small, else arrays
     compiled_tables: tuple[np.ndarray, ...] | None  # the four tables as int64, for the kernel
 
+    def step_thresholds(self, u: np.ndarray) -> Thresholds:
+        """Step 1's thresholds for exp(-U/t) at each U: looked up where tabulated."""
+        if self.step is not None:
+            return self.step[0][u], self.step[1][u]
+        return _step_thresholds(u, self.t, self.tolerance)
+
+    def final_thresholds(self, x: np.ndarray) -> Thresholds:
+        """The final test's thresholds for exp(-(X - sigma2/t)^2 / (2 sigma2)) at each X:
+        looked up where tabulated (X >= reach reads the always-exact last entry)."""
+        if self.final is not None:
+            j = np.minimum(x, self.reach)
+            return self.final[0][j], self.final[1][j]
+        return _final_thresholds(x, self.c, self.w, self.tolerance)
+
     def batch(self, need: int) -> int:
         """U candidates for ``need`` outputs, with a 4-sd margin so one round usually does."""
         return int(self.per_output * (need + 4.0 * math.sqrt(need) + 8.0)) + 1
@@ -72,11 +89,11 @@ def sampling_plan(n: int, d: int, tolerance: float) -> Plan:
     w = float(Fraction(d, 2 * n))
     step = final = None
     if t <= _TABLE_MAX:
-        step = thresholds(np.exp(-(np.arange(t, dtype=np.float64) / t)), tolerance)
+        step = _step_thresholds(np.arange(t, dtype=np.int64), t, tolerance)
     reach = _TABLE_REACH * t
     if reach < _TABLE_MAX:
         xs = np.arange(reach + 1, dtype=np.int64)
-        final_a, final_b = thresholds(np.exp(-final_gamma(xs, c, w)), tolerance)
+        final_a, final_b = _final_thresholds(xs, c, w, tolerance)
         final_a[reach], final_b[reach] = 0, 1 << 53  # beyond the table: always exact
         final = (final_a, final_b)
     e1_a, e1_b = thresholds(np.exp(-np.ones(1)), tolerance)
@@ -113,6 +130,16 @@ def sampling_plan(n: int, d: int, tolerance: float) -> Plan:
         scalar_tables=scalar_tables,
         compiled_tables=compiled_tables,
     )
+
+
+def _step_thresholds(u: np.ndarray, t: int, tolerance: float) -> Thresholds:
+    """Thresholds of exp(-U/t), from the float U/t (one rounding: U and t are exact)."""
+    return thresholds(np.exp(-(u.astype(np.float64) / t)), tolerance)
+
+
+def _final_thresholds(x: np.ndarray, c: float, w: float, tolerance: float) -> Thresholds:
+    """Thresholds of exp(-(X - c)^2 w), c and w the correctly rounded sigma2/t and 1/(2 sigma2)."""
+    return thresholds(np.exp(-final_gamma(x, c, w)), tolerance)
 
 
 def _words_per_candidate(t: int) -> float:

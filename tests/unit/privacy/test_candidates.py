@@ -9,16 +9,21 @@ exact path makes identically).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from dataclasses import replace
 from fractions import Fraction
 
 import numpy as np
 import pytest
 from scipy import stats
 
-from das.privacy.candidates import Stats
-from das.privacy.generator import seeded_rng
-from das.privacy.plan import Plan
+from das.privacy import candidates
+from das.privacy.bernoulli import TOLERANCE
+from das.privacy.candidates import Stats, vector_candidates
+from das.privacy.generator import Rng, seeded_rng
+from das.privacy.plan import Plan, sampling_plan
 from das.privacy.sampler import _sample, discrete_gaussian
+from tests.unit.privacy.brackets import violations
 from tests.unit.privacy.distribution import (
     ALPHA,
     chi_square_p,
@@ -119,3 +124,49 @@ def test_large_variances_without_tables(sigma2: Fraction, width: int) -> None:
     assert pooled_chi_square_p(counts, expected) > ALPHA
     assert abs(y.mean()) <= 5 * sigma / math.sqrt(n)
     assert abs(y.var() / float(sigma2) - 1) <= 5 * math.sqrt(2 / n)
+
+
+def _decisions(plan: Plan, count: int, monkeypatch: pytest.MonkeyPatch) -> set[tuple[int, ...]]:
+    """(a, b, num, den) of every decision the numpy path makes for ``count`` candidates: the
+    thresholds it compared u against, and the exact gamma its fallback would have used."""
+    seen: set[tuple[int, ...]] = set()
+    decide = candidates._decide
+
+    def recording(
+        u53: np.ndarray,
+        a: np.ndarray | int,
+        b: np.ndarray | int,
+        rng: Rng,
+        exact_gamma: Callable[[int], tuple[int, int]],
+        stats: Stats | None,
+    ) -> np.ndarray:
+        a_all = np.broadcast_to(a, u53.shape).tolist()
+        b_all = np.broadcast_to(b, u53.shape).tolist()
+        seen.update((a_all[i], b_all[i], *exact_gamma(i)) for i in range(u53.size))
+        return decide(u53, a, b, rng, exact_gamma, stats)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(candidates, "_decide", recording)
+        vector_candidates(plan, count, seeded_rng(23).child(str(plan.n)), None)
+    return seen
+
+
+def _unproved(decisions: set[tuple[int, ...]]) -> list[tuple[int, int, int, int]]:
+    a, b, num, den = (np.array(column, dtype=object) for column in zip(*decisions, strict=True))
+    return violations(a, b, zip(num.tolist(), den.tolist(), strict=True))
+
+
+@pytest.mark.parametrize("sigma2", [Fraction(10**8), Fraction(10**12)], ids=str)
+def test_numpy_path_decides_with_thresholds_that_bracket_the_exact_probabilities(
+    sigma2: Fraction, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every threshold pair the numpy path computes at runtime (the final test's at 1e8,
+    step 1's too at 1e12) brackets exp(-gamma) for the gamma its exact fallback uses: each
+    decision it makes is the exact one. And a pair wrong by more than the margin is seen."""
+    plan = sampling_plan(sigma2.numerator, sigma2.denominator, TOLERANCE)
+    assert plan.final is None
+    decisions = _decisions(plan, 20_000, monkeypatch)
+    assert len(decisions) > 10_000  # distinct pairs of step 1 and the final test
+    assert _unproved(decisions) == []
+    wrong = replace(plan, w=plan.w * (1 + 1e-9))  # 1/(2 sigma2) off by 1e-9
+    assert _unproved(_decisions(wrong, 2000, monkeypatch))
