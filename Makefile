@@ -20,7 +20,7 @@ install: $(STAMP)
 ## make run: build a synthetic fixture state and run the full TopDown job on it locally.
 run: install
 	$(BIN)/das fixture synthetic --persons $(PERSONS) --seed $(SEED) --out $(OUT)/input
-	rm -rf $(OUT)/run
+	rm -rf $(OUT)/run $(OUT)/run-confidential
 	$(BIN)/das run configs/demo.toml --input $(OUT)/input --output $(OUT)/run --seed $(SEED)
 
 ## make test: lint and type check, then the whole test suite (unit, Spark system, cluster).

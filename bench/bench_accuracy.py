@@ -8,7 +8,7 @@ noise) once per seed into DIR/run_seed<s>, on --input (default: the RI 2010 bloc
 expanded by das.fixtures.blocks with seed 1, built into DIR/ri_input); a finished run
 folder is reused and an unfinished one resumed. With --runs, aggregates finished runs.
 
-Reads each run's confidential/metrics.csv and certificate.json and reports, per level,
+Reads each run's <run>-confidential/metrics.csv and certificate.json and reports, per level,
 MAE and mean signed error per cell of `total` and of `votingage*hispanic*cenrace`,
 protected and noisy side by side (mean over seeds, [min, max] across seeds), flagging
 levels where the protected total is less accurate than its noisy measurement; and the
@@ -76,7 +76,8 @@ def run_seed(seed: int, input_dir: Path, config_path: str, work: Path) -> tuple[
     from das.spec.config import load_config
 
     output = work / f"run_seed{seed}"
-    if (output / "certificate.json").exists() and (output / "confidential/metrics.csv").exists():
+    metrics = output.parent / f"{output.name}-confidential" / "metrics.csv"
+    if (output / "certificate.json").exists() and metrics.exists():
         return output, 0.0
     config = load_config(config_path, overrides=OVERRIDES, seed=seed)
     spark = spark_session(config.file.spark, f"bench accuracy seed {seed}")
@@ -95,7 +96,7 @@ def load_runs(directories: Sequence[Path]) -> Runs:
     frames, seeds, settings, persons, created = [], [], set(), set(), []
     for directory in directories:
         certificate_path = directory / "certificate.json"
-        metrics_path = directory / "confidential" / "metrics.csv"
+        metrics_path = directory.parent / f"{directory.name}-confidential" / "metrics.csv"
         if not certificate_path.exists() or not metrics_path.exists():
             raise SystemExit(
                 f"{directory}: not a finished run (no certificate.json or metrics.csv)"
@@ -109,7 +110,8 @@ def load_runs(directories: Sequence[Path]) -> Runs:
         frames.append(frame.assign(seed=seed, run=str(directory)))
         seeds.append(seed)
         settings.add(json.dumps({**config, "run": {**config["run"], "seed": None}}, sort_keys=True))
-        persons.add(certificate["records"]["input_persons"])
+        records = certificate["records"]  # input_persons: runs made before input_records
+        persons.add(records.get("input_records", records.get("input_persons")))
         created.append(certificate["created"])
     if len(settings) > 1 or len(persons) > 1:
         raise SystemExit("the runs differ in configuration (besides the seed) or in input size")

@@ -160,6 +160,7 @@ def _in_child(name: str, arguments: list[str]) -> Any:
 def run_input(name: str, input_dir: Path, config: str, work: Path) -> dict[str, Any]:
     output = work / f"run_{name}"
     shutil.rmtree(output, ignore_errors=True)  # a kept run from an earlier benchmark
+    shutil.rmtree(work / f"run_{name}-confidential", ignore_errors=True)
     read_only = ["--read-only", str(input_dir), "--config", config]
     cold = [_in_child(name, read_only)]
     job = _in_child(name, ["--child", str(input_dir), str(output), "--config", config])

@@ -1,7 +1,7 @@
 """spark-submit entry point for a TopDown run.
 
     spark-submit --master spark://host:7077 jobs/topdown.py CONFIG --input DIR --output DIR \
-        [--seed S] [--set key=value ...] [--resume]
+        [--confidential DIR] [--seed S] [--set key=value ...] [--resume]
 
 Takes the same arguments as ``das run``; the master and executor settings come from
 spark-submit, never from this file. ``das`` must be importable on the driver and the

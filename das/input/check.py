@@ -6,6 +6,8 @@ counted in one pass; only when something is wrong are the first offending rows
 fetched, so a clean national input costs two aggregations and two joins. Nothing is ever
 dropped silently: a single bad row stops the run with a report that says, per rule, how
 many rows broke it and shows the first of them (file, record id, column, value, allowed).
+Values are read strictly here, never cast loosely: a boolean is one of the contract's
+strings, and a structural-zero rule recodes a record the way the reader will.
 """
 
 from __future__ import annotations
@@ -16,11 +18,15 @@ from dataclasses import dataclass
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from das.errors import InternalError, UserError
+from das.errors import InternalError
 from das.input import contract
-from das.input.contract import PERSONS, UNITS, Table
+from das.input.contract import PERSONS, TABLES, UNIT_ONLY_COLUMNS, UNITS, Table
+from das.input.recode import attribute_code
+from das.input.report import InputError
 from das.input.tables import InputTables
 from das.spec.schema import Schema
+
+__all__ = ["InputError", "Rule", "check_input", "table_rules"]
 
 SAMPLES_PER_RULE = 5
 
@@ -34,21 +40,12 @@ class Rule:
     column: str
     broken: Column
     allowed: str
+    shown: tuple[str, ...] = ()
 
-
-class InputError(UserError):
-    """Bad input rows; ``report`` holds (rule, count, sample lines) for each broken rule."""
-
-    def __init__(self, report: list[tuple[Rule, int, list[str]]]) -> None:
-        self.report = report
-        lines = ["the input breaks the contract; nothing was run:"]
-        for rule, count, samples in report:
-            lines.append(
-                f"  [{rule.name}] {count} row(s) in {rule.table}, column {rule.column}: "
-                f"expected {rule.allowed}"
-            )
-            lines.extend(f"      {s}" for s in samples)
-        super().__init__("\n".join(lines))
+    @property
+    def columns(self) -> tuple[str, ...]:
+        """The columns a refusal shows for each offending row."""
+        return self.shown or (self.column,)
 
 
 def check_input(tables: InputTables, schema: Schema) -> None:
@@ -60,11 +57,13 @@ def check_input(tables: InputTables, schema: Schema) -> None:
     )
     # One row per unit_id even when unit ids repeat (that is reported on its own), so that
     # a duplicate unit never multiplies the person rows counted by the other rules.
+    # The unit-only columns under their own names: a persons schema's attributes read them.
     unit_of_person = units.groupBy(UNITS.key).agg(
         F.min("geoid").alias("_unit_geoid"),
         F.min("gqtype").alias("_unit_gqtype"),
-        F.min(F.col("occupied").try_cast("boolean").cast("int")).alias("_unit_occupied"),
+        F.min(_occupied().cast("int")).alias("_unit_occupied"),
         F.lit(True).alias("_unit_found"),
+        *[F.min(name).alias(name) for name in UNIT_ONLY_COLUMNS],
     )
     person_view = persons.join(unit_of_person, UNITS.key, "left")
     person_view = _with_duplicates(person_view, PERSONS.key)
@@ -82,8 +81,16 @@ def _with_duplicates(frame: DataFrame, key: str) -> DataFrame:
 
 
 # ---- the rules ----------------------------------------------------------------------------
+def strict_boolean(col: Column) -> Column:
+    """True or false for the contract's boolean values, null for anything else."""
+    text = F.lower(F.trim(col.cast("string")))
+    return F.when(text.isin(*contract.BOOLEAN_TRUE), F.lit(True)).when(
+        text.isin(*contract.BOOLEAN_FALSE), F.lit(False)
+    )
+
+
 def _occupied() -> Column:
-    return F.col("occupied").try_cast("boolean")
+    return strict_boolean(F.col("occupied"))
 
 
 #: The Spark condition of each of the contract's link rules, by rule name, on the views
@@ -108,23 +115,34 @@ LINK_CONDITIONS: dict[str, Callable[[], Column]] = {
 def table_rules(table: Table, schema: Schema) -> list[Rule]:
     """The contract's rules of a table, each with its Spark condition."""
     return [
-        Rule(rule.name, rule.table, rule.column, _broken(rule, table), rule.allowed)
+        Rule(
+            rule.name,
+            rule.table,
+            rule.column,
+            _broken(rule, table, schema),
+            rule.allowed,
+            rule.shown,
+        )
         for rule in contract.table_rules(schema, table)
     ]
 
 
-def _broken(rule: contract.Rule, table: Table) -> Column:
+def _broken(rule: contract.Rule, table: Table, schema: Schema) -> Column:
     """True on a row that breaks the rule."""
     if rule.test == "link":
         return LINK_CONDITIONS[rule.name]()
     if rule.test == "key":
         return F.col("_copies") > 1
+    if rule.test == "zero":
+        return _in_zero(rule, schema)
     column = table.column(rule.column)
     col = F.col(column.name)
     if rule.test == "null":
         return col.isNull()
     if rule.test == "format" and column.pattern is not None:
         return col.isNotNull() & ~col.cast("string").rlike(column.pattern)
+    if rule.test == "type" and column.kind == "boolean":
+        return col.isNotNull() & strict_boolean(col).isNull()
     if rule.test == "type":
         converted = col.try_cast(column.kind)
         broken = col.isNotNull() & converted.isNull()
@@ -138,6 +156,27 @@ def _broken(rule: contract.Rule, table: Table) -> Column:
         value = col.try_cast("long")
         return value.isNotNull() & ((value < lo) | (value > hi))
     raise InternalError(f"input rule {rule.name!r}: no condition for its test {rule.test!r}")
+
+
+def _in_zero(rule: contract.Rule, schema: Schema) -> Column:
+    """A record of the schema (its filter holds) whose codes fall in the rule's zero; a value
+    not of its column's kind gives no code here (its type rule reports it)."""
+    broken = F.lit(True)
+    for name, allowed in schema.record_filter.items():
+        broken = broken & _strict(name).isin(*allowed)
+    for name, levels in rule.zero:
+        attribute = schema.attribute(name)
+        code = attribute_code(attribute, [_strict(source) for source in attribute.source])
+        broken = broken & code.isin(*levels)
+    return broken
+
+
+def _strict(name: str) -> Column:
+    """A contract column read as its kind; null where the value is not of the kind."""
+    kind = next(t.column(name).kind for t in TABLES if name in t.names)
+    if kind == "boolean":
+        return strict_boolean(F.col(name))
+    return F.col(name).try_cast(kind)
 
 
 # ---- evaluation ---------------------------------------------------------------------------
@@ -160,13 +199,20 @@ def _evaluate(
 
 
 def _samples(frame: DataFrame, rule: Rule, path: str, key: str) -> list[str]:
+    shown = [c for c in rule.columns if c != key]
     rows = (
         frame.filter(F.coalesce(rule.broken, F.lit(False)))
-        .select(F.col(key).cast("string").alias("k"), F.col(rule.column).cast("string").alias("v"))
+        .select(
+            F.col(key).cast("string").alias("k"),
+            *[F.col(c).cast("string").alias(f"v{i}") for i, c in enumerate(shown)],
+        )
         .orderBy("k")
         .limit(SAMPLES_PER_RULE)
         .collect()
     )
-    if rule.column == key:
-        return [f"{path}: {key}={row['k']}" for row in rows]
-    return [f"{path}: {key}={row['k']}, {rule.column}={row['v']!r}" for row in rows]
+    return [
+        ", ".join(
+            [f"{path}: {key}={row['k']}", *[f"{c}={row[f'v{i}']!r}" for i, c in enumerate(shown)]]
+        )
+        for row in rows
+    ]

@@ -15,6 +15,26 @@ from das.spec.schema import Attribute, Schema
 #: Spark type names the reader casts a column to; the check's type rule uses the same.
 KINDS = ("long", "int", "boolean", "string")
 
+#: The values a boolean column may hold, written as text (any case, surrounding spaces
+#: ignored): exactly the strings Spark's cast to boolean reads, so the check and the reader
+#: agree. Any other value (an integer 2, "1.0", "maybe") is refused, never cast to true.
+BOOLEAN_TRUE = ("true", "t", "yes", "y", "1")
+BOOLEAN_FALSE = ("false", "f", "no", "n", "0")
+BOOLEAN_ALLOWED = (
+    f"a boolean: true/false or 1/0 (as text: {'/'.join(BOOLEAN_TRUE)} or "
+    f"{'/'.join(BOOLEAN_FALSE)}, in any case)"
+)
+
+#: How a file may store a column of each kind (Arrow type families of its Parquet footer);
+#: the check then tests every value. Anything else (dates, floats for a boolean, nested
+#: types) is refused per file before any cast.
+STORED_AS: dict[str, tuple[str, ...]] = {
+    "long": ("integer", "floating", "decimal", "string", "null"),
+    "int": ("integer", "floating", "decimal", "string", "null"),
+    "boolean": ("boolean", "integer", "string", "null"),
+    "string": ("string", "integer", "null"),
+}
+
 
 @dataclass(frozen=True)
 class Column:
@@ -67,8 +87,9 @@ class Table:
 
 
 #: What a rule tests: a value is present, matches its pattern, has its type, lies in its
-#: domain; a key is unique; a row links rightly to the other table.
-TESTS = ("null", "format", "type", "domain", "key", "link")
+#: domain; a key is unique; a row links rightly to the other table; a record lies outside
+#: the schema's structural zeros.
+TESTS = ("null", "format", "type", "domain", "key", "link", "zero")
 
 
 @dataclass(frozen=True)
@@ -76,7 +97,8 @@ class Rule:
     """One rule of the contract, as the refusal report names and explains it.
 
     ``column`` is the column the report shows and ``allowed`` what it should have held;
-    ``domain`` is the range a ``domain`` rule allows.
+    ``domain`` is the range a ``domain`` rule allows. A ``zero`` rule names its structural
+    zero as (attribute, levels) pairs and shows every source column of them (``shown``).
     """
 
     name: str
@@ -85,12 +107,21 @@ class Rule:
     allowed: str
     test: str
     domain: tuple[int, int] | None = None
+    zero: tuple[tuple[str, tuple[int, ...]], ...] = ()
+    shown: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.test not in TESTS:
             raise ValueError(f"rule {self.name!r}: test {self.test!r}; allowed: {TESTS}")
         if (self.domain is not None) != (self.test == "domain"):
             raise ValueError(f"rule {self.name!r}: a domain rule, and only it, has a domain")
+        if bool(self.zero) != (self.test == "zero"):
+            raise ValueError(f"rule {self.name!r}: a zero rule, and only it, has a zero")
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        """The columns a refusal shows for each offending row."""
+        return self.shown or (self.column,)
 
 
 GEOID = Column(
@@ -176,14 +207,19 @@ def key_rule(table: Table) -> Rule:
     return Rule(name, table.name, table.key, f"a unique {table.key}", "key")
 
 
+def type_rule(table: Table, column: Column) -> Rule:
+    """An integer or boolean column holds values of its kind (a string column has a format)."""
+    allowed = f"an integer ({column.kind})" if column.is_integer else BOOLEAN_ALLOWED
+    return Rule(f"{column.name}-type", table.name, column.name, allowed, "type")
+
+
 def column_rules(schema: Schema, table: Table, column: Column) -> tuple[Rule, ...]:
     """Null, then format (strings) or type and domain (integers, booleans) of one column."""
     name = column.name
     null = Rule(f"null-{name}", table.name, name, "a value (not null)", "null")
     if column.pattern is not None:
         return null, Rule(f"{name}-format", table.name, name, column.pattern_allowed, "format")
-    allowed = f"an integer ({column.kind})" if column.is_integer else "a boolean"
-    rules = [null, Rule(f"{name}-type", table.name, name, allowed, "type")]
+    rules = [null, type_rule(table, column)]
     bounds = column_domain(schema, table, column)
     if bounds is not None:
         allowed = f"an integer from {bounds[0]} to {bounds[1]}"
@@ -192,11 +228,13 @@ def column_rules(schema: Schema, table: Table, column: Column) -> tuple[Rule, ..
 
 
 def table_rules(schema: Schema, table: Table) -> tuple[Rule, ...]:
-    """Every rule of a table, in report order: its columns', its key's, then its links."""
+    """Every rule of a table, in report order: its columns', its key's, its links, then the
+    schema's structural zeros (on the table of its records)."""
     return (
         *(rule for column in table.columns for rule in column_rules(schema, table, column)),
         key_rule(table),
         *(rule for rule in LINK_RULES if rule.table == table.name),
+        *zero_rules(schema, table),
     )
 
 
@@ -240,3 +278,56 @@ def column_domain(schema: Schema, table: Table, column: Column) -> tuple[int, in
         if bounds is not None:
             return bounds
     return column.domain
+
+
+# ---- structural zeros ---------------------------------------------------------------------
+def zero_rules(schema: Schema, table: Table) -> tuple[Rule, ...]:
+    """One rule per structural zero of the schema, on the table of its records: a record
+    whose codes fall in the zero's cell(s) cannot exist, so it is refused, never moved."""
+    if schema.record != table.name:
+        return ()
+    rules: list[Rule] = []
+    seen: dict[str, int] = {}
+    for zero in schema.structural_zeros:
+        attributes = [a for a in schema.attributes if a.name in zero]
+        name = "structural-zero-" + "-".join(a.name for a in attributes)
+        seen[name] = seen.get(name, 0) + 1
+        if seen[name] > 1:  # two zeros on the same attributes: numbered from the second
+            name += f"-{seen[name]}"
+        shown = tuple(dict.fromkeys(c for a in attributes for c in a.source)) or (table.key,)
+        cell = " and ".join(_levels_in_words(a, zero[a.name]) for a in attributes) or "any value"
+        allowed = (
+            f"a record outside the structural zero of schema {schema.name!r}: no record has {cell}"
+        )
+        pairs = tuple((a.name, tuple(zero[a.name])) for a in attributes)
+        rules.append(Rule(name, table.name, shown[0], allowed, "zero", zero=pairs, shown=shown))
+    return tuple(rules)
+
+
+def _levels_in_words(attribute: Attribute, levels: tuple[int, ...]) -> str:
+    """``votingage=under_18 (age 0..17)``: the levels, and the source values they stand for."""
+    names = "|".join(attribute.levels[level] for level in levels)
+    values = " or ".join(_level_values(attribute, level) for level in levels)
+    return f"{attribute.name}={names} ({values})" if values else f"{attribute.name}={names}"
+
+
+def _level_values(attribute: Attribute, level: int) -> str:
+    """The source values one level of an attribute's recode stands for ("" if many columns)."""
+    source = attribute.source[0]
+    if attribute.recode == "identity":
+        return f"{source} {level}"
+    if attribute.recode == "offset":
+        return f"{source} {level + attribute.offset}"
+    if attribute.recode == "bool":
+        return f"{source} {'true' if level else 'false'}"
+    if attribute.recode == "cut":
+        low, high = attribute.valid_range or (None, None)
+        cuts = attribute.cuts
+        lo = cuts[level - 1] if level > 0 else low
+        hi = cuts[level] - 1 if level < len(cuts) else high
+        if lo is None:
+            return f"{source} <= {hi}"
+        if hi is None:
+            return f"{source} >= {lo}"
+        return f"{source} {lo}..{hi}"
+    return ""

@@ -11,18 +11,17 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from functools import reduce
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from das.errors import UserError
 from das.input.check import check_input
 from das.input.contract import PERSONS, UNIT_ONLY_COLUMNS, UNIT_TYPES, UNITS
+from das.input.recode import cell_index
 from das.input.tables import load_tables, typed
 from das.spec.config import Config
 from das.spec.geography import Level
-from das.spec.schema import Attribute, Schema, cenrace_combinations
+from das.spec.schema import Schema
 
 log = logging.getLogger("das.read")
 
@@ -40,46 +39,7 @@ class LevelHistograms:
     frame: DataFrame
 
 
-# ---- recoding -----------------------------------------------------------------------------
-def attribute_code(attribute: Attribute) -> Column:
-    """Spark expression giving the attribute's code 0..size-1 from its (typed) source columns."""
-    source = [F.col(c) for c in attribute.source]
-    if attribute.recode == "identity":
-        return source[0].cast("int")
-    if attribute.recode == "bool":
-        return source[0].cast("int")
-    if attribute.recode == "offset":
-        return (source[0] - F.lit(attribute.offset)).cast("int")
-    if attribute.recode == "cut":
-        return reduce(
-            lambda acc, cut: acc + (source[0] >= cut).cast("int"), attribute.cuts, F.lit(0)
-        )
-    if attribute.recode == "race_flags":
-        return _race_flags_code(source)
-    raise UserError(f"attribute {attribute.name!r}: unknown recode {attribute.recode!r}")
-
-
-def _race_flags_code(flags: list[Column]) -> Column:
-    """Six race booleans -> CENRACE cell (0..62); all-false is out of domain (null)."""
-    bits = reduce(lambda acc, i: acc + flags[i].cast("int") * (1 << i), range(6), F.lit(0))
-    lookup: list[int | None] = [None] * 64
-    for code, combo in enumerate(cenrace_combinations()):
-        lookup[sum(1 << r for r in combo)] = code
-    table = F.array(*[F.lit(v).cast("int") for v in lookup])
-    return F.element_at(table, bits + 1)
-
-
-def cell_index(schema: Schema) -> Column:
-    """Spark expression for the record's cell: C-order ravel of the attribute codes."""
-    strides = [1] * len(schema.shape)
-    for i in range(len(schema.shape) - 2, -1, -1):
-        strides[i] = strides[i + 1] * schema.shape[i + 1]
-    terms = [
-        attribute_code(a) * stride for a, stride in zip(schema.attributes, strides, strict=True)
-    ]
-    return reduce(lambda a, b: a + b, terms).cast("int")
-
-
+# ---- records -----------------------------------------------------------------------------
 def records(schema: Schema, persons: DataFrame, units: DataFrame) -> DataFrame:
     """The schema's records with everything its attributes need: persons joined to their unit."""
     if schema.record == PERSONS.name:

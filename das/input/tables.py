@@ -1,21 +1,22 @@
 """Opening the two input tables (Parquet or CSV) under the contract's column names (Spark).
 
 Other column names are mapped in the config's ``[input.columns]``; one mapping applies to
-both tables. Values are not checked here (``das.input.check`` does that before anything
-reads them) and are cast to the contract's types only by ``typed``.
+both tables. A run checks the files before Spark starts (``das.input.files``: readable,
+one type per column); values are not checked here (``das.input.check`` does that before
+anything reads them) and are cast to the contract's types only by ``typed``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from das.errors import UserError
 from das.input.contract import PERSONS, UNITS, Table
+from das.input.files import input_path
 from das.spec.config import Config
 
 
@@ -32,22 +33,12 @@ class InputTables:
 def load_tables(spark: SparkSession, config: Config, input_dir: str) -> InputTables:
     """Open both input tables and rename mapped columns to the contract's names."""
     settings = config.file.input
-    persons_path = _input_path(input_dir, settings.persons, PERSONS.name)
-    units_path = _input_path(input_dir, settings.units, UNITS.name)
+    persons_path = input_path(input_dir, settings.persons, PERSONS.name)
+    units_path = input_path(input_dir, settings.units, UNITS.name)
     mapping = settings.columns
     persons = _rename(_read(spark, persons_path, settings.format), PERSONS, mapping, persons_path)
     units = _rename(_read(spark, units_path, settings.format), UNITS, mapping, units_path)
     return InputTables(persons, units, persons_path, units_path)
-
-
-def _input_path(input_dir: str, name: str, what: str) -> str:
-    path = f"{input_dir.rstrip('/')}/{name}"
-    if "://" not in path and not Path(path).exists():
-        raise UserError(
-            f"input has no {what} table: expected {path} (set input.{what} in the config "
-            "if the file has another name)"
-        )
-    return path
 
 
 def _read(spark: SparkSession, path: str, fmt: str) -> DataFrame:

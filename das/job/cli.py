@@ -1,8 +1,10 @@
 """The ``das`` command: build fixtures, run the TopDown job, validate its output.
 
-A user's mistake (bad argument, config or input) prints one clear message and exits with
-code 2; a bug (InternalError) exits with code 1 and says it is a bug. The same argument
-parser serves ``jobs/topdown.py`` under spark-submit.
+A user's mistake (bad argument, config, input or path) prints one clear message and exits
+with code 2, as does ``das validate`` on an output that is not valid (a result, not a bug);
+a bug (InternalError) exits with code 1 and says it is a bug. Notes added on the way up
+(which directories a failed run wrote to) are printed after the message. The same
+argument parser serves ``jobs/topdown.py`` under spark-submit.
 """
 
 from __future__ import annotations
@@ -24,7 +26,15 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--input", required=True, help="directory with the persons and units tables"
     )
-    parser.add_argument("--output", required=True, help="directory for the outputs (must be new)")
+    parser.add_argument(
+        "--output", required=True, help="directory for the public outputs (must be new or empty)"
+    )
+    parser.add_argument(
+        "--confidential",
+        metavar="DIR",
+        help="directory for the error metrics against the input, NOT public (must be new or "
+        "empty; default: <output>-confidential, a sibling of --output; never inside it)",
+    )
     parser.add_argument(
         "--seed", type=int, help="fixed noise seed (test mode; refused in production)"
     )
@@ -90,9 +100,7 @@ def add_cluster_arguments(commands: argparse._SubParsersAction[argparse.Argument
     up.add_argument("--master-port", type=int, default=7077)
     up.add_argument("--webui-port", type=int, default=8080, help="master web UI port")
     up.add_argument("--worker-ports", help="comma-separated (default: master port + 1 + i)")
-    up.add_argument(
-        "--worker-webui-ports", help="comma-separated (default: web UI port + 1 + i)"
-    )
+    up.add_argument("--worker-webui-ports", help="comma-separated (default: web UI port + 1 + i)")
     up.add_argument("--cores", type=int, default=1, help="cores per worker")
     up.add_argument("--memory", default="2g", help="memory per worker")
     down = actions.add_parser("down", help="stop exactly the processes `das cluster up` started")
@@ -100,19 +108,22 @@ def add_cluster_arguments(commands: argparse._SubParsersAction[argparse.Argument
 
 
 def run_command(args: argparse.Namespace) -> None:
+    from das.job.preflight import run_paths
     from das.job.run import run_job
     from das.spec.config import load_config
 
-    # A URI (hdfs://, s3a://) is checked by Spark when it reads; a local path right away.
-    if "://" not in args.input and not Path(args.input).is_dir():
-        raise UserError(f"--input {args.input} is not a directory")
     config = load_config(args.config, overrides=args.overrides, seed=args.seed)
-    result = run_job(config, args.input, args.output, resume=args.resume)
+    confidential = run_paths(args.input, args.output, args.confidential).confidential
+    result = run_job(
+        config, args.input, args.output, resume=args.resume, confidential=args.confidential
+    )
     print(f"protected microdata: {result.output}/mdf")
     print(f"certificate:         {result.output}/certificate.md")
+    print(f"error metrics:       {confidential} (confidential: never publish)")
 
 
 def fixture_command(args: argparse.Namespace) -> None:
+    check_fixture_out(args.out)
     if args.kind == "blocks":
         from das.fixtures.blocks import write_blocks_fixture
 
@@ -135,17 +146,55 @@ def fixture_command(args: argparse.Namespace) -> None:
     )
 
 
+def check_fixture_out(out: str) -> None:
+    """A fixture goes into a directory, new or not (its two files are replaced)."""
+    from das.job.files import LocalFiles
+    from das.job.preflight import check_new_dir
+
+    files = LocalFiles()
+    if files.kind(out) == "file":
+        raise UserError(f"--out {out} is a file; expected a directory (created if missing)")
+    if files.kind(out) == "missing":
+        check_new_dir(files, out, "--out")
+
+
 def validate_command(args: argparse.Namespace) -> None:
-    from das.output.validate import validate_run
+    """Exit 0 and "valid"; exit 2 with the broken checks (a result, not a bug); 1 for a bug."""
+    from das.output.validate import run_mode, validate_run
     from das.spark.session import spark_session
     from das.spec.config import SparkSection
 
+    check_validate_paths(args.input, args.output)
     # run.json keeps no spark section (it is not part of a run's identity): defaults here
     spark = spark_session(SparkSection(), "das validate")
     problems = validate_run(spark, args.input, args.output)
     if problems:
-        raise InternalError("the output fails validation:\n  " + "\n  ".join(problems))
-    print(f"{args.output}: valid")
+        raise UserError(
+            f"{args.output}: not valid, {len(problems)} broken check(s):\n  "
+            + "\n  ".join(problems)
+        )
+    print(f"{args.output}: valid; {run_mode(spark, args.output).label}")
+
+
+def check_validate_paths(input_dir: str, output: str) -> None:
+    """What can be checked of local paths before Spark starts: a run in ``output`` (its
+    run.json names the input tables) and an input directory."""
+    from das.job.files import LocalFiles, is_local
+    from das.job.preflight import check_input_dir
+    from das.job.record import RUN_JSON, join, read_json
+    from das.spec.config import build_config
+
+    files = LocalFiles()
+    if not is_local(output):
+        return
+    if files.kind(output) != "dir":
+        raise UserError(f"--output {output} is not a directory holding a das run")
+    marker = join(output, RUN_JSON)
+    if files.kind(marker) != "file":
+        raise UserError(f"{output} holds no das run (no run.json)")
+    if is_local(input_dir):
+        config = build_config(read_json(files, marker), marker)
+        check_input_dir(files, input_dir, config)
 
 
 def cluster_command(args: argparse.Namespace) -> None:
@@ -201,12 +250,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         COMMANDS[args.command](args)
     except UserError as exc:
-        print(f"das: error: {exc}", file=sys.stderr)
+        print(f"das: error: {_with_notes(exc)}", file=sys.stderr)
         return 2
     except InternalError as exc:
-        print(f"das: {exc}", file=sys.stderr)
+        print(f"das: {_with_notes(exc)}", file=sys.stderr)
         return 1
     return 0
+
+
+def _with_notes(exc: Exception) -> str:
+    """The message and any note added on the way up (e.g. which directories to delete)."""
+    return "\n".join([str(exc), *getattr(exc, "__notes__", [])])
 
 
 if __name__ == "__main__":

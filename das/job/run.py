@@ -1,18 +1,24 @@
 """One TopDown run, start to finish: read, measure, post-process, write, certify.
 
-Output layout under ``--output``:
+Output layout under ``--output`` (public):
 
 - ``run.json``          the effective configuration; ``--resume`` refuses a different one
-- ``nmf/``              noisy measurement file (public)
+- ``nmf/``              noisy measurement file
 - ``levels/<level>/``   checkpoint of each level's protected histograms (resume points)
-- ``mdf/``              protected microdata (public)
-- ``certificate.json``, ``certificate.md``   (public)
-- ``confidential/``     error metrics against the input: NOT private, never publish
+- ``mdf/``              protected microdata
+- ``certificate.json``, ``certificate.md``
+
+and under ``--confidential`` (by default ``<output>-confidential``, never inside the
+output): the error metrics against the input and the input's fingerprint. NOT private,
+never publish.
+
+Every check of the paths and the configuration is made before anything is written, those
+of local paths before Spark starts; ``run.json`` is written once the input has passed its
+checks, so a refused run leaves the output as it found it.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -25,10 +31,19 @@ from pyspark.sql import DataFrame, SparkSession
 from das.confidential.error_sums import noise_errors
 from das.confidential.report import write_metrics
 from das.confidential.tables import read_measurement_errors, run_errors, write_measurement_errors
-from das.errors import InternalError, UserError
-from das.input.read import LevelHistograms, input_counts, read_histograms
+from das.errors import InternalError
+from das.input.files import check_input_files
+from das.input.read import LevelHistograms, read_histograms
+from das.job.failure import cleaned_on_failure
+from das.job.preflight import Checked, RunPaths, check_run, run_paths
 from das.job.progress import Progress
-from das.output.certificate import Certificate, Records, build_certificate, write_certificate
+from das.job.record import write_record
+from das.output.certificate import (
+    Certificate,
+    build_certificate,
+    records_section,
+    write_certificate,
+)
 from das.output.microdata import write_microdata
 from das.output.validate import validate_run
 from das.postprocess.levels import solve_and_checkpoint
@@ -36,7 +51,7 @@ from das.postprocess.report import LevelReport
 from das.postprocess.solvers import check_solver
 from das.privacy.generator import Rng, secure_rng, seeded_rng
 from das.privacy.measure import nmf_complete, read_nmf, write_nmf
-from das.spark import storage
+from das.spark.marks import RunMode
 from das.spark.session import spark_session
 from das.spec.config import Config
 
@@ -47,36 +62,6 @@ log = logging.getLogger("das.run")
 class RunResult:
     output: str
     certificate: Certificate
-
-
-def prepare_output(spark: SparkSession, config: Config, output: str, resume: bool) -> None:
-    """Refuse to mix runs: a new run needs an empty directory, a resumed one the same config.
-
-    Goes through Spark's file system, so ``output`` may be any URI the executors write to.
-    """
-    root = output.rstrip("/")
-    effective = json.dumps(
-        config.file.model_dump(mode="json", by_alias=True, exclude={"spark"}),
-        indent=2,
-        sort_keys=True,
-    )
-    marker = f"{root}/run.json"
-    if resume:
-        if not storage.exists(spark, marker):
-            raise UserError(f"--resume: {output} holds no run to resume (no run.json)")
-        if storage.read_text(spark, marker) != effective:
-            raise UserError(
-                f"--resume: the configuration differs from the one {output} was started "
-                "with; resume with the same config, overrides and seed"
-            )
-        return
-    if not storage.is_empty_dir(spark, root):
-        raise UserError(
-            f"output directory {output} exists and is not empty; choose a new one, "
-            "or pass --resume to continue the run it holds"
-        )
-    storage.mkdirs(spark, root)
-    storage.write_text(spark, marker, effective)
 
 
 @contextmanager
@@ -115,36 +100,55 @@ def run_job(
     output: str,
     resume: bool = False,
     spark: SparkSession | None = None,
+    confidential: str | None = None,
 ) -> RunResult:
-    """The whole run; raises UserError on bad input, InternalError if the output fails validation."""
+    """The whole run; raises UserError on bad input, InternalError if the output fails validation.
+
+    ``confidential`` is the directory of the error metrics (default ``<output>-confidential``).
+    """
     check_solver(config)  # a bad postprocess.solver fails now, not levels into the run
+    paths = run_paths(input_dir, output, confidential)
+    checked = check_run(config, paths, resume)  # local paths: before Spark starts
+    check_input_files(config, input_dir)  # footers and headers of local input files
     spark = spark or spark_session(config.file.spark, f"das {config.file.run.name}")
-    prepare_output(spark, config, output, resume)
+    checked = checked or check_run(config, paths, resume, spark)  # URIs, through Spark
+    if checked is None:
+        raise InternalError("the run's paths were not checked")
+    with cleaned_on_failure(spark, paths, checked, resume):
+        return _run(spark, config, paths, resume, checked)
+
+
+def _run(
+    spark: SparkSession, config: Config, paths: RunPaths, resume: bool, checked: Checked
+) -> RunResult:
+    input_dir, output, confidential = paths.input, paths.output, paths.confidential
     progress = Progress(spark.sparkContext)
     with phase(progress, "read"):
         histograms = read_histograms(spark, config, input_dir)
         geounits = {lv: h.frame.count() for lv, h in histograms.items()}
+    if not resume:  # the input passed its checks: only now does the run write anything
+        write_record(spark, config, output, confidential, checked.fingerprint)
     nmf, noise_source, measurement = measure(
-        spark, config, histograms, geounits, output, resume, progress
+        spark, config, histograms, geounits, paths, resume, progress
     )
     reports, protected = solve_levels(spark, config, nmf, histograms, geounits, output, progress)
     blocks = protected[config.geography.block.name]
     with phase(progress, "write"):
         mdf = f"{output}/mdf"
-        write_microdata(blocks, config.schema, mdf, config.file.spark.shuffle_partitions)
-        persons, units = input_counts(spark, config, input_dir)
-        records = Records(persons, units, output_records=spark.read.parquet(mdf).count())
+        partitions, mode = config.file.spark.shuffle_partitions, RunMode.of(config.seed)
+        write_microdata(blocks, config.schema, mdf, partitions, mode)
+        records = records_section(config, histograms, spark.read.parquet(mdf).count())
     with phase(progress, "metrics (confidential)"):
         table = run_errors(config, histograms, protected, measurement)
-        write_metrics(spark, table, f"{output}/confidential")
+        write_metrics(spark, table, confidential)
     certificate = build_certificate(
         config, noise_source=noise_source, records=records, levels=reports, timings=progress.timings
     )
-    write_certificate(spark, certificate, output)
     with phase(progress, "validate"):
-        problems = validate_run(spark, input_dir, output)
+        problems = validate_run(spark, input_dir, output, certificate.to_dict())
     if problems:
         raise InternalError("the written output fails validation:\n  " + "\n  ".join(problems))
+    write_certificate(spark, certificate, output)  # only a valid run is certified
     log.info(
         "done: protected microdata in %s/mdf, certificate in %s/certificate.md", output, output
     )
@@ -156,14 +160,14 @@ def measure(
     config: Config,
     histograms: dict[str, LevelHistograms],
     geounits: dict[str, int],
-    output: str,
+    paths: RunPaths,
     resume: bool,
     progress: Progress,
 ) -> tuple[DataFrame, str, pd.DataFrame | None]:
     """Write the NMF (or keep a finished one when resuming) and read it back from disk;
     also the noisy answers' error sums for the metrics (saved at once, confidential)."""
-    path = f"{output}/nmf"
-    confidential = f"{output}/confidential"
+    path = f"{paths.output}/nmf"
+    confidential = paths.confidential
     rng, noise_source = noise_generator(config)
     if resume and nmf_complete(spark, path):
         log.info("measure: reusing the noisy measurements in %s (noise is never redrawn)", path)

@@ -1,9 +1,17 @@
 """The run certificate: what was spent, how, by which software, and what came out.
 
-It holds only public facts: the configuration, the exact budget per level and query with
-the (epsilon, delta) it implies, software versions, record counts, solver and failsafe
-counts, and phase timings. Built as typed sections; written as JSON for machines
-(``Certificate.to_json``) and Markdown for people (``render_markdown``).
+The rule: it holds only the configuration, protected values and invariants, never a raw
+input count the release does not hold exact. So: the configuration and the run's mode
+(test or production); the exact budget per level and query with the (epsilon, delta) it
+implies; the protected unit, the neighbouring relation, and the invariants and structural
+constraints held exact (``das.output.guarantee``); software versions; the MDF's record
+count (protected) and the input's only where the configuration holds that total
+invariant; solver and failsafe counts per level (post-processing of the noisy answers and
+invariants); phase timings (operational, not data values). Rows of the units table are
+left out: not invariant, minus the invariant counts they give the unoccupied
+group-quarters facilities. Built as typed sections; written as JSON for machines
+(``Certificate.to_json``) and Markdown for people (``render_markdown``), only once the
+run has passed validation.
 """
 
 from __future__ import annotations
@@ -18,18 +26,17 @@ from importlib import metadata
 from typing import Any
 
 from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
 
+from das.input.read import LevelHistograms
+from das.output.guarantee import Guarantee, guarantee
 from das.postprocess.report import LevelReport
 from das.privacy.accounting import bun_steinke_epsilon, cks_epsilon
+from das.spark.marks import TEST_WARNING, RunMode
 from das.spark.storage import write_text
 from das.spec.config import Config
 
 PACKAGES = ("das", "pyspark", "numpy", "scipy", "highspy", "cryptography", "pyarrow", "pandas")
-
-DEFINITION = (
-    "rho-zCDP, bounded neighbours (one person's record changed); "
-    "each query has L2 sensitivity sqrt(2), sigma^2 = 1/rho_q"
-)
 
 
 def _exact(value: Fraction) -> dict[str, Any]:
@@ -63,19 +70,22 @@ class LevelBudget:
 
 @dataclass(frozen=True)
 class Privacy:
-    """The exact budget spent, per level and query, and the (epsilon, delta) it implies."""
+    """What is protected and how: the guarantee, and the exact budget spent per level and
+    query with the (epsilon, delta) it implies."""
 
+    guarantee: Guarantee
     rho: Fraction
     rho_matches_config: bool
     delta: Fraction
     epsilon_cks: float
     epsilon_bun_steinke: float
     levels: tuple[LevelBudget, ...]
-    definition: str = DEFINITION
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "definition": self.definition,
+            "definition": self.guarantee.definition,
+            "protected_unit": self.guarantee.protected_unit,
+            "neighbouring": self.guarantee.neighbouring,
             "rho": _exact(self.rho),
             "rho_matches_config": self.rho_matches_config,
             "delta": _exact(self.delta),
@@ -87,14 +97,16 @@ class Privacy:
 
 @dataclass(frozen=True)
 class Records:
-    """Rows of the two input tables, and records of the protected microdata."""
+    """Records of the protected microdata, and the input's where that total is invariant
+    (None elsewhere: a raw count the release does not hold exact, left out)."""
 
-    input_persons: int
-    input_units: int
     output_records: int
+    input_records: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        if self.input_records is None:
+            return {"output_records": self.output_records}
+        return {"input_records": self.input_records, "output_records": self.output_records}
 
 
 @dataclass(frozen=True)
@@ -148,6 +160,7 @@ class Certificate:
     """The whole certificate; ``to_json`` is the file the validator and readers take."""
 
     run: str
+    mode: RunMode
     created: str
     noise_source: str
     config_file: str
@@ -163,12 +176,14 @@ class Certificate:
     def to_dict(self) -> dict[str, Any]:
         return {
             "run": self.run,
+            "mode": self.mode.name,
             "created": self.created,
             "noise_source": self.noise_source,
             "config_file": self.config_file,
             "config": self.config,
             "schema": {"name": self.schema_name, "cells": self.schema_cells},
             "privacy": self.privacy.to_dict(),
+            "held_exact": self.privacy.guarantee.held_exact(),
             "software": self.software.to_dict(),
             "records": self.records.to_dict(),
             "postprocessing": self.postprocessing.to_dict(),
@@ -197,6 +212,7 @@ def privacy_section(config: Config) -> Privacy:
     rho = float(budget.total_rho())
     delta = float(budget.delta)
     return Privacy(
+        guarantee=guarantee(config),
         rho=budget.total_rho(),
         rho_matches_config=budget.total_rho() == budget.rho,
         delta=budget.delta,
@@ -204,6 +220,20 @@ def privacy_section(config: Config) -> Privacy:
         epsilon_bun_steinke=bun_steinke_epsilon(rho, delta),
         levels=levels,
     )
+
+
+def records_section(
+    config: Config, histograms: Mapping[str, LevelHistograms], output_records: int
+) -> Records:
+    """The MDF's record count, and the input's where the configuration holds the total
+    invariant (at the root, then: the validator checks that the two agree)."""
+    if config.total_invariant_level is None:
+        return Records(output_records)
+    root = histograms[config.geography.names[0]].frame
+    row = root.agg(
+        F.sum(F.aggregate("counts", F.lit(0).cast("long"), lambda a, b: a + b)).alias("n")
+    ).first()
+    return Records(output_records, input_records=int(row["n"] or 0) if row else 0)
 
 
 def versions() -> Software:
@@ -226,6 +256,7 @@ def build_certificate(
 ) -> Certificate:
     return Certificate(
         run=config.file.run.name,
+        mode=RunMode.of(config.seed),
         created=datetime.now(UTC).isoformat(timespec="seconds"),
         noise_source=noise_source,
         config_file=config.path,
@@ -244,7 +275,7 @@ def write_certificate(spark: SparkSession, certificate: Certificate, output: str
     """certificate.json, then certificate.md, each replaced whole (any file system Spark knows).
 
     The validator takes certificate.json as the sign of a finished run, so it is written
-    atomically and only after every data output.
+    atomically, after every data output, and only once they have passed validation.
     """
     root = output.rstrip("/")
     write_text(spark, f"{root}/certificate.json", certificate.to_json())
@@ -253,13 +284,17 @@ def write_certificate(spark: SparkSession, certificate: Certificate, output: str
 
 # ---- markdown -----------------------------------------------------------------------------
 def render_markdown(cert: Certificate) -> str:
+    title = f"# Run certificate: {cert.run}"
     lines = [
-        f"# Run certificate: {cert.run}",
+        f"{title} (TEST MODE: not for release)" if cert.mode.test else title,
         "",
+        *([f"**{TEST_WARNING}.**", ""] if cert.mode.test else []),
         f"Created {cert.created}; noise from {cert.noise_source}; "
         f"schema {cert.schema_name} ({cert.schema_cells} cells).",
         "",
         *_privacy_lines(cert.privacy),
+        "",
+        *_held_exact_lines(cert.privacy.guarantee),
         "",
         "## Records",
         "",
@@ -282,7 +317,9 @@ def _privacy_lines(privacy: Privacy) -> list[str]:
     lines = [
         "## Privacy",
         "",
-        f"- Definition: {privacy.definition}.",
+        f"- Definition: {privacy.guarantee.definition}.",
+        f"- Protected unit: one {privacy.guarantee.protected_unit}.",
+        f"- Neighbouring relation: {privacy.guarantee.neighbouring}.",
         f"- Total rho = {privacy.rho} ~ {float(privacy.rho):.6g} "
         f"(equals the configured rho: {privacy.rho_matches_config}).",
         f"- At delta = {float(privacy.delta):.3g}: epsilon = {privacy.epsilon_cks:.4f} "
@@ -296,6 +333,22 @@ def _privacy_lines(privacy: Privacy) -> list[str]:
         for q in level.queries:
             lines.append(f"| | {q.name} | {q.rho} | {float(q.sigma2):.6g} |")
     return lines
+
+
+def _held_exact_lines(guarantee: Guarantee) -> list[str]:
+    return [
+        "## Held exact (outside the privacy guarantee)",
+        "",
+        "Released exactly; the guarantee holds between inputs that agree on these.",
+        "",
+        "Invariants:",
+        "",
+        *[f"- {item}" for item in guarantee.invariants],
+        "",
+        "Structural constraints:",
+        "",
+        *[f"- {item}" for item in guarantee.structural_constraints],
+    ]
 
 
 def _postprocessing_lines(post: Postprocessing) -> list[str]:

@@ -19,6 +19,8 @@ from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
 
+from das.spark.marks import RunMode
+from das.spark.storage import list_names
 from das.spec.schema import Schema
 
 #: MDF geography columns and their slices of the 15-digit block GEOID.
@@ -87,9 +89,12 @@ def microdata(blocks: DataFrame, schema: Schema) -> DataFrame:
     return blocks.select("geocode", "cells", "counts").mapInArrow(expand, microdata_schema(schema))
 
 
-def write_microdata(blocks: DataFrame, schema: Schema, path: str, partitions: int) -> None:
-    """Write the MDF partitioned by state and county, with partitioning-independent content."""
-    records = microdata(blocks, schema)
+def write_microdata(
+    blocks: DataFrame, schema: Schema, path: str, partitions: int, mode: RunMode
+) -> None:
+    """Write the MDF partitioned by state and county, with partitioning-independent content;
+    every file marked with the run's ``mode`` (marked before the sort, which it leaves as is)."""
+    records = mode.mark(microdata(blocks, schema))
     (
         records.repartition(partitions, "TABBLKST", "TABBLKCOU")
         .sortWithinPartitions("TABBLKST", "TABBLKCOU", "TABTRACTCE", "TABBLK", "EPNUM")
@@ -97,6 +102,10 @@ def write_microdata(blocks: DataFrame, schema: Schema, path: str, partitions: in
         .partitionBy("TABBLKST", "TABBLKCOU")
         .parquet(path)
     )
+    if not any(n.startswith("TABBLKST=") for n in list_names(blocks.sparkSession, path)):
+        # Nobody lives anywhere (an all-vacant state): a partitioned write of no rows writes
+        # no file, so one empty file keeps the MDF's columns readable.
+        records.limit(0).coalesce(1).write.mode("append").parquet(path)
 
 
 def read_microdata(path: str) -> pd.DataFrame:

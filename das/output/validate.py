@@ -4,16 +4,19 @@ The validator reads the protected microdata, the noisy measurement file and the
 certificate back from disk, and the units and persons tables from the input, and checks
 with its own Spark queries (not the engine's recodes or solver): columns and domains,
 record numbering, structural zeros, the exact invariants (totals where configured, and
-group-quarters / housing-unit bounds per block), record counts, and that the certificate's
-budget adds up. It returns the list of violations; empty means valid.
+group-quarters / housing-unit bounds per block), record counts, the run's mode on every
+public Parquet file, and that the certificate's budget adds up (the run passes its
+certificate before writing it). It returns the list of violations; empty means valid.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from fractions import Fraction
+from typing import Any
 
+from pyspark.errors import AnalysisException
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -23,6 +26,7 @@ from das.input.tables import load_tables
 from das.output.microdata import GEOGRAPHY_COLUMNS
 from das.privacy.measure import NMF_SCHEMA
 from das.spark import storage
+from das.spark.marks import RunMode, check_marks
 from das.spec.config import Config, build_config
 from das.spec.schema import Schema
 
@@ -36,14 +40,29 @@ def load_run_config(spark: SparkSession, output: str) -> Config:
     return build_config(json.loads(storage.read_text(spark, marker)), marker)
 
 
-def validate_run(spark: SparkSession, input_dir: str, output: str) -> list[str]:
-    """Every violation found in the run written to ``output`` (empty list: valid)."""
+def run_mode(spark: SparkSession, output: str) -> RunMode:
+    """Test or production, as the run's configuration says (its seed)."""
+    return RunMode.of(load_run_config(spark, output).seed)
+
+
+def validate_run(
+    spark: SparkSession, input_dir: str, output: str, certificate: Mapping[str, Any] | None = None
+) -> list[str]:
+    """Every violation found in the run written to ``output`` (empty list: valid).
+
+    ``certificate``: the one the run is about to write (it certifies only a valid run);
+    by default the written certificate.json.
+    """
     config = load_run_config(spark, output)
-    for part in ("mdf", "nmf", "certificate.json"):
+    parts = ("mdf", "nmf") if certificate is not None else ("mdf", "nmf", "certificate.json")
+    for part in parts:
         if not storage.exists(spark, f"{output}/{part}"):
             return [f"{output}/{part} is missing: the run did not finish"]
-    mdf = spark.read.parquet(f"{output}/mdf")
-    certificate = json.loads(storage.read_text(spark, f"{output}/certificate.json"))
+    mdf = _read_mdf(spark, output)
+    if mdf is None:
+        return [f"{output}/mdf holds no Parquet file (an MDF without records holds one, empty)"]
+    if certificate is None:
+        certificate = json.loads(storage.read_text(spark, f"{output}/certificate.json"))
     names = check_column_names(mdf, config.schema)
     if names:
         return names
@@ -58,8 +77,19 @@ def validate_run(spark: SparkSession, input_dir: str, output: str) -> list[str]:
     problems += check_totals(spark, decoded, config, input_dir)
     problems += check_facilities(decoded, units, config.schema)
     problems += check_nmf(spark, output)
+    problems += check_marks(spark, output, RunMode.of(config.seed))
     problems += check_certificate(certificate, mdf.count(), config)
     return problems
+
+
+def _read_mdf(spark: SparkSession, output: str) -> DataFrame | None:
+    """The MDF, or None if no file holds its columns (Spark cannot tell them then)."""
+    try:
+        return spark.read.parquet(f"{output}/mdf")
+    except AnalysisException as exc:
+        if exc.getCondition() == "UNABLE_TO_INFER_SCHEMA":
+            return None
+        raise
 
 
 def _examples(frame: DataFrame, columns: list[str]) -> str:
@@ -304,7 +334,7 @@ def check_nmf(spark: SparkSession, output: str) -> list[str]:
     return []
 
 
-def check_certificate(certificate: dict, records: int, config: Config) -> list[str]:
+def check_certificate(certificate: Mapping[str, Any], records: int, config: Config) -> list[str]:
     problems = []
     if certificate.get("records", {}).get("output_records") != records:
         problems.append(

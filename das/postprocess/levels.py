@@ -32,6 +32,7 @@ from das.postprocess.family import (
 )
 from das.postprocess.report import LevelReport
 from das.privacy.measure import level_measurements
+from das.spark.marks import RunMode
 from das.spark.storage import exists
 from das.spec.config import Config
 from das.spec.geography import Level
@@ -214,7 +215,7 @@ def solve_and_checkpoint(
             solved = solve_level(
                 config, nmf, histograms[level.name], parent_level, parents, parent_count, counter
             )
-        solved.write.mode("overwrite").parquet(path)
+        RunMode.of(config.seed).mark(solved).write.mode("overwrite").parquet(path)
     done = spark.read.schema(SOLUTION_SCHEMA).parquet(path)
     return done, _report(done, level.name, reused)
 

@@ -29,6 +29,7 @@ from das.input.read import LevelHistograms
 from das.privacy.answers import row_sums
 from das.privacy.generator import Rng
 from das.privacy.sampler import discrete_gaussian_rows
+from das.spark.marks import RunMode
 from das.spark.storage import exists
 from das.spec.config import Config
 from das.spec.schema import Query
@@ -299,6 +300,7 @@ def write_nmf(
         geounits.repartition(partitions, "level", "geocode")
         .sortWithinPartitions("level", "geocode")
         .mapInArrow(_noisy_rows(config, rng, counter, observer, results), NMF_SCHEMA)
+        .transform(RunMode.of(config.seed).mark)  # test or production, in every file
         .write.mode("overwrite")
         .parquet(path)
     )

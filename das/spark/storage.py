@@ -54,6 +54,60 @@ def exists(spark: SparkSession, uri: str) -> bool:
     return bool(place.fs.exists(place.path))
 
 
+def kind(spark: SparkSession, uri: str) -> str:
+    """``"missing"``, ``"file"`` or ``"dir"``."""
+    place = locate(spark, uri)
+    if not place.fs.exists(place.path):
+        return "missing"
+    return "dir" if place.fs.getFileStatus(place.path).isDirectory() else "file"
+
+
+def parent(spark: SparkSession, uri: str) -> str | None:
+    """The directory holding ``uri`` (None at the root)."""
+    up = locate(spark, uri).path.getParent()
+    return None if up is None else str(up.toString())
+
+
+def qualified(spark: SparkSession, uri: str) -> str:
+    """``uri`` as Spark resolves it (scheme, authority, absolute path)."""
+    return locate(spark, uri).uri
+
+
+@dataclass(frozen=True)
+class FileFacts:
+    """What the file system reports of one file: enough to tell that it changed."""
+
+    name: str  # relative to the listed directory, "/"-separated
+    size: int
+    modified: int  # milliseconds since the epoch
+    checksum: str | None  # e.g. HDFS's MD5-of-CRC; None where the file system keeps none
+
+
+def list_files(spark: SparkSession, uri: str) -> list[FileFacts]:
+    """Every file under ``uri`` (or ``uri`` itself if it is a file) that Spark would read:
+    names starting with ``.`` or ``_`` (checksums, markers) are left out, as Spark does."""
+    place = locate(spark, uri)
+    root = str(place.path.toString()).rstrip("/")
+    found = []
+    entries = place.fs.listFiles(place.path, True)
+    while entries.hasNext():
+        status = entries.next()
+        path = str(status.getPath().toString())
+        name = path[len(root) + 1 :] if path != root else str(status.getPath().getName())
+        if any(part.startswith((".", "_")) for part in name.split("/")):
+            continue
+        checksum = place.fs.getFileChecksum(status.getPath())
+        found.append(
+            FileFacts(
+                name,
+                int(status.getLen()),
+                int(status.getModificationTime()),
+                None if checksum is None else str(checksum.toString()),
+            )
+        )
+    return sorted(found, key=lambda f: f.name)
+
+
 def is_empty_dir(spark: SparkSession, uri: str) -> bool:
     """True when ``uri`` does not exist or is an empty directory."""
     place = locate(spark, uri)
@@ -71,9 +125,20 @@ def list_names(spark: SparkSession, uri: str) -> list[str]:
 
 
 def mkdirs(spark: SparkSession, uri: str) -> None:
+    """Create ``uri`` and its parents; a path the file system refuses is the user's error."""
     place = locate(spark, uri)
-    if not place.fs.mkdirs(place.path):
-        raise OSError(f"could not create directory {place.uri}")
+    try:
+        made = place.fs.mkdirs(place.path)
+    except Py4JJavaError as exc:
+        raise UserError(f"cannot create directory {uri}: {exc.java_exception.toString()}") from None
+    if not made:
+        raise UserError(f"cannot create directory {uri}: the file system refused it")
+
+
+def delete(spark: SparkSession, uri: str) -> None:
+    """Remove ``uri`` and everything under it (nothing if it does not exist)."""
+    place = locate(spark, uri)
+    place.fs.delete(place.path, True)
 
 
 def read_text(spark: SparkSession, uri: str) -> str:

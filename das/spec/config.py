@@ -128,8 +128,8 @@ def load_config(path: str | Path, overrides: Sequence[str] = (), seed: int | Non
     if not path.is_file():
         raise UserError(f"config file {path} does not exist")
     try:
-        raw = tomllib.loads(path.read_text())
-    except tomllib.TOMLDecodeError as exc:
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise UserError(f"{path}: not valid TOML: {exc}") from exc
     for item in overrides:
         apply_override(raw, item)

@@ -170,6 +170,8 @@ class Schema:
     record_filter: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
     output: tuple[OutputColumn, ...] = ()
     description: str = ""
+    #: What one record is, for the certificate's privacy statement ("person", "housing unit").
+    protected_unit: str = ""
 
     def __post_init__(self) -> None:
         if self.record not in ("persons", "units"):
@@ -337,6 +339,7 @@ _SCHEMA_KEYS = {
     "groupings",
     "structural_zeros",
     "facilities",
+    "protected_unit",
 }
 _ATTRIBUTE_KEYS = {"name", "source", "recode", "levels", "offset", "cuts", "valid_range"}
 
@@ -370,6 +373,7 @@ def schema_from_dict(data: Mapping) -> Schema:
         record_filter={k: tuple(int(v) for v in vs) for k, vs in data.get("filter", {}).items()},
         output=tuple(_output_column(c, attributes) for c in data.get("output", [])),
         description=data.get("description", ""),
+        protected_unit=data.get("protected_unit", ""),
     )
 
 

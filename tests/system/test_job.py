@@ -79,7 +79,7 @@ def _file_bytes(directory: Path) -> dict[str, bytes]:
 
 
 def test_killed_mid_level_then_resumed_gives_a_valid_run(spark, fixture_input, tmp_path, caplog):
-    output = tmp_path / "run"
+    output, secret = tmp_path / "run", tmp_path / "run-confidential"  # the default sibling
     process = _das("run", *_job_args(fixture_input, output, seed=5))
     deadline = time.monotonic() + 300
     marker = output / "levels" / "county" / "_SUCCESS"
@@ -89,6 +89,7 @@ def test_killed_mid_level_then_resumed_gives_a_valid_run(spark, fixture_input, t
     log, _ = process.communicate()
     assert marker.exists(), f"the run never reached the county level:\n{log}"
     assert not (output / "certificate.json").exists()
+    assert not (output / "confidential").exists()  # never inside the public output
     nmf_before = _file_bytes(output / "nmf")
     resumed = _das(
         "run",
@@ -101,17 +102,17 @@ def test_killed_mid_level_then_resumed_gives_a_valid_run(spark, fixture_input, t
     assert _file_bytes(output / "nmf") == nmf_before  # noise never redrawn
     assert validate_run(spark, str(fixture_input), str(output)) == []
     # the noisy measurements' errors, summed when they were drawn, survive the kill
-    metrics = pd.read_csv(output / "confidential" / "metrics.csv")
+    metrics = pd.read_csv(secret / "metrics.csv")
     assert {"protected", "noisy"} == set(metrics["source"])
     assert "no error sums" not in log
 
     # A kill between the NMF's _SUCCESS and the saving of its error sums leaves no sums: a
     # run resumed then reports the protected output alone, and says so.
-    (output / "confidential" / "measurement_errors.csv").unlink()
+    (secret / "measurement_errors.csv").unlink()
     with caplog.at_level(logging.WARNING, logger="das.run"):
         run_job(load_config(DEMO, seed=5), str(fixture_input), str(output), True, spark)
     assert "saved no error sums of its noisy measurements" in caplog.text
-    metrics = pd.read_csv(output / "confidential" / "metrics.csv")
+    metrics = pd.read_csv(secret / "metrics.csv")
     assert set(metrics["source"]) == {"protected"}
     assert _file_bytes(output / "nmf") == nmf_before
 

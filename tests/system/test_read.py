@@ -6,9 +6,11 @@ import numpy as np
 import pytest
 
 from das.errors import UserError
-from das.input.check import InputError
+from das.input.check import InputError, check_input
 from das.input.read import read_histograms
+from das.input.tables import load_tables
 from das.spec.config import load_config
+from das.spec.schema import schema_from_dict
 from tests.conftest import ROOT
 from tests.helpers import tiny_input, write_input
 
@@ -193,3 +195,89 @@ def test_missing_units_table(spark, config, tmp_path):
     (tmp_path / "units.parquet").unlink()
     with pytest.raises(UserError, match="input has no units table"):
         read_histograms(spark, config, str(tmp_path))
+
+
+# ---- values no cast may pass silently -----------------------------------------------------
+def test_booleans_coded_1_2_are_refused_not_cast_to_true(spark, config, tmp_path):
+    """The MDF codes Hispanic origin 1/2: a cast would make everyone Hispanic."""
+    persons, units = tiny_input(seed=8)
+    persons["hispanic"] = np.where(persons["hispanic"], 2, 1)
+    write_input(tmp_path, persons, units)
+    with pytest.raises(InputError) as info:
+        read_histograms(spark, config, str(tmp_path))
+    twos = persons.loc[persons["hispanic"] == 2, "person_id"]
+    assert [(r.name, n) for r, n, _ in info.value.report] == [("hispanic-type", len(twos))]
+    first_key = min(twos.astype(str))  # samples come in key order, as text
+    first = f"{tmp_path}/persons.parquet: person_id={first_key}, hispanic='2'"
+    assert str(info.value).startswith(
+        "the input breaks the contract; nothing was run:\n"
+        f"  [hispanic-type] {len(twos)} row(s) in persons, column hispanic: expected a boolean: "
+        f"true/false or 1/0 (as text: true/t/yes/y/1 or false/f/no/n/0, in any case)\n      {first}"
+    )
+
+
+def test_a_minor_in_a_nursing_facility_is_refused(spark, config, tmp_path):
+    persons, units = tiny_input(seed=9)
+    facility = units.loc[units["gqtype"] > 0, "unit_id"].iloc[0]
+    units.loc[units["unit_id"] == facility, "gqtype"] = 3
+    residents = persons.index[persons["unit_id"] == facility]
+    persons.loc[residents, "age"] = 40
+    persons.loc[residents[0], "age"] = 12
+    write_input(tmp_path, persons, units)
+    with pytest.raises(InputError) as info:
+        read_histograms(spark, config, str(tmp_path))
+    assert [(r.name, n) for r, n, _ in info.value.report] == [("structural-zero-hhgq-votingage", 1)]
+    pid = persons.loc[residents[0], "person_id"]
+    assert str(info.value).endswith(
+        "  [structural-zero-hhgq-votingage] 1 row(s) in persons, columns gqtype, age: expected a "
+        "record outside the structural zero of schema 'pl94_persons': no record has hhgq=nursing "
+        "(gqtype 3) and votingage=under_18 (age 0..17)\n"
+        f"      {tmp_path}/persons.parquet: person_id={pid}, gqtype='3', age='12'"
+    )
+
+
+def test_a_toy_schema_gets_its_own_zero_rules(spark, config, tmp_path):
+    """Zeros come from the schema: Hispanic White alone on persons; occupied housing units on
+    a units schema whose filter keeps housing units only (occupied GQ facilities pass)."""
+    persons, units = tiny_input(seed=10)
+    persons.loc[persons["cenrace"] == 1, "hispanic"] = False
+    persons.loc[0, ["hispanic", "cenrace"]] = [True, 1]
+    write_input(tmp_path, persons, units)
+    tables = load_tables(spark, config, str(tmp_path))
+    on_persons = schema_from_dict(
+        {
+            "name": "toy_persons",
+            "attributes": [
+                {"name": "hispanic", "source": "hispanic", "recode": "bool", "levels": ["n", "y"]},
+                {
+                    "name": "race",
+                    "source": "cenrace",
+                    "recode": "offset",
+                    "offset": 1,
+                    "levels": "cenrace63",
+                },
+            ],
+            "structural_zeros": [{"hispanic": [1], "race": [0]}],
+        }
+    )
+    with pytest.raises(InputError) as info:
+        check_input(tables, on_persons)
+    assert [(r.name, n) for r, n, _ in info.value.report] == [("structural-zero-hispanic-race", 1)]
+    on_units = schema_from_dict(
+        {
+            "name": "toy_units",
+            "record": "units",
+            "filter": {"gqtype": [0]},
+            "attributes": [
+                {"name": "occupancy", "source": "occupied", "recode": "bool", "levels": ["v", "o"]},
+            ],
+            "structural_zeros": [{"occupancy": [1]}],
+        }
+    )
+    occupied_housing = int(((units["gqtype"] == 0) & units["occupied"]).sum())
+    assert 0 < occupied_housing < int(units["occupied"].sum())
+    with pytest.raises(InputError) as info:
+        check_input(tables, on_units)
+    assert [(r.name, n) for r, n, _ in info.value.report] == [
+        ("structural-zero-occupancy", occupied_housing)
+    ]

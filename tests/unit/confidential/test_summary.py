@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 import pytest
 
 from das.confidential.bins import ALL, diversity_groups
@@ -41,3 +42,15 @@ def test_no_diversity_margin_without_race():
     assert set(table["diversity_bin"]) == {ALL}
     assert not table.duplicated(["source", "query", "size_bin"]).any()
     assert len(overall(table)) == 1  # protected
+
+
+def test_a_level_where_nobody_lives_has_zero_error_in_size_bin_zero():
+    """An empty state: every true and protected histogram is empty, so each query's error
+    is 0 over all its cells, in the size bin of empty geounits."""
+    empty = batch().slice(2, 1)  # the empty geounit
+    queries = [PL94.query("total"), PL94.query("detailed")]
+    table = summarise(batch_errors(pa.concat_tables([empty] * 3), queries, None), "state")
+    whole = overall(table).set_index("query")
+    assert whole.loc["detailed", "cells"] == 3 * PL94.size and whole.loc["total", "cells"] == 3
+    assert (whole[["mae", "rmse", "mean_signed"]] == 0).all().all()
+    assert set(table["size_bin"]) == {"0", ALL}

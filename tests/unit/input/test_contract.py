@@ -167,6 +167,7 @@ def test_table_rules_in_report_order():
         "unknown-unit",
         "geoid-differs-from-unit",
         "person-in-vacant-unit",
+        "structural-zero-hhgq-votingage",
     ]
     units = {r.name: r for r in contract.table_rules(schema, UNITS)}
     assert list(units)[-3:] == [
@@ -176,7 +177,9 @@ def test_table_rules_in_report_order():
     ]
     assert units["gqtype-domain"].allowed == "an integer from 0 to 7"
     assert units["unit_id-type"].allowed == "an integer (long)"
-    assert units["occupied-type"].allowed == "a boolean"
+    assert units["occupied-type"].allowed == (
+        "a boolean: true/false or 1/0 (as text: true/t/yes/y/1 or false/f/no/n/0, in any case)"
+    )
     assert units["duplicate-unit-id"].allowed == "a unique unit_id"
 
 
@@ -196,13 +199,87 @@ def test_unit_types_are_the_gqtype_codes():
     assert contract.UNIT_ONLY_COLUMNS == ("gqtype", "occupied")
 
 
-def test_refusal_message_words_come_from_the_contract():
-    rules = {r.name: r for r in contract.table_rules(load_schema("pl94_persons"), PERSONS)}
-    age = rules["age-domain"]
-    found = check.Rule(age.name, age.table, age.column, None, age.allowed)  # type: ignore[arg-type]
-    error = check.InputError([(found, 2, ["persons.parquet: person_id=7, age='130'"])])
-    assert str(error) == (
-        "the input breaks the contract; nothing was run:\n"
-        "  [age-domain] 2 row(s) in persons, column age: expected an integer from 0 to 115\n"
-        "      persons.parquet: person_id=7, age='130'"
+# ---- booleans -----------------------------------------------------------------------------
+def test_boolean_strings_are_spark_casts_and_no_others():
+    """The accepted strings are exactly those Spark's cast reads, so check and reader agree."""
+    assert set(contract.BOOLEAN_TRUE) == {"t", "true", "y", "yes", "1"}
+    assert set(contract.BOOLEAN_FALSE) == {"f", "false", "n", "no", "0"}
+    hispanic = contract.type_rule(PERSONS, PERSONS.column("hispanic"))
+    assert hispanic.allowed == contract.BOOLEAN_ALLOWED
+
+
+def test_every_kind_says_how_a_file_may_store_it():
+    assert set(contract.STORED_AS) == set(contract.KINDS)
+    assert "floating" not in contract.STORED_AS["boolean"]  # 1.0 is not a boolean
+
+
+# ---- structural zeros ---------------------------------------------------------------------
+def test_the_shipped_persons_schema_gives_its_nursing_age_zero_as_a_rule():
+    pl94 = load_schema("pl94_persons")
+    [rule] = contract.zero_rules(pl94, PERSONS)
+    assert rule.name == "structural-zero-hhgq-votingage"
+    assert (rule.table, rule.test, rule.columns) == ("persons", "zero", ("gqtype", "age"))
+    assert rule.zero == (("hhgq", (3,)), ("votingage", (0,)))
+    assert rule.allowed == (
+        "a record outside the structural zero of schema 'pl94_persons': no record has "
+        "hhgq=nursing (gqtype 3) and votingage=under_18 (age 0..17)"
     )
+    assert contract.zero_rules(pl94, UNITS) == ()  # the zero is on the persons' records
+    assert contract.zero_rules(load_schema("h1_units"), UNITS) == ()  # no zeros, no rule
+
+
+def test_a_toy_schema_with_other_zeros_gets_other_rules():
+    toy = schema_from_dict(
+        {
+            "name": "toy",
+            "record": "persons",
+            "attributes": [
+                {
+                    "name": "age3",
+                    "source": "age",
+                    "recode": "cut",
+                    "cuts": [18, 65],
+                    "levels": ["child", "adult", "senior"],
+                },
+                {
+                    "name": "hispanic",
+                    "source": "hispanic",
+                    "recode": "bool",
+                    "levels": ["no", "yes"],
+                },
+                {
+                    "name": "race",
+                    "source": "cenrace",
+                    "recode": "offset",
+                    "offset": 1,
+                    "levels": "cenrace63",
+                },
+            ],
+            "structural_zeros": [
+                {"race": [0, 1], "hispanic": [1]},
+                {"age3": [0]},
+                {"age3": [2]},
+            ],
+        }
+    )
+    rules = contract.zero_rules(toy, PERSONS)
+    assert [r.name for r in rules] == [
+        "structural-zero-hispanic-race",
+        "structural-zero-age3",
+        "structural-zero-age3-2",
+    ]
+    assert rules[0].columns == ("hispanic", "cenrace")
+    assert rules[0].zero == (("hispanic", (1,)), ("race", (0, 1)))
+    assert rules[0].allowed.endswith(
+        "no record has hispanic=yes (hispanic true) and race=white|black (cenrace 1 or cenrace 2)"
+    )
+    assert rules[1].allowed.endswith("no record has age3=child (age <= 17)")
+    assert rules[2].allowed.endswith("no record has age3=senior (age >= 65)")
+    assert [r.name for r in contract.table_rules(toy, PERSONS)][-3:] == [r.name for r in rules]
+
+
+def test_a_zero_rule_needs_its_zero():
+    with pytest.raises(ValueError, match="a zero rule, and only it, has a zero"):
+        contract.Rule("structural-zero-x", "persons", "age", "anything", "zero")
+    with pytest.raises(ValueError, match="a zero rule, and only it, has a zero"):
+        contract.Rule("age-type", "persons", "age", "x", "type", zero=(("a", (0,)),))

@@ -1,12 +1,34 @@
-"""The ``das`` command's user errors: exit code 2 and one clear line, no trace."""
+"""The ``das`` command's user errors: exit code 2 and one clear paragraph, no trace, no
+Spark, and the file tree exactly as it was.
+
+``test_each_user_error_exits_2_before_spark`` enumerates every case the command refuses
+before Spark starts; the cases that need Spark are in tests/system/test_refusals.py.
+"""
 
 from __future__ import annotations
 
+import json
+import re
+import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from _pytest.mark import ParameterSet
 
+from das.errors import InternalError, UserError
+from das.job import run
 from das.job.cli import main
+from das.job.files import LocalFiles
+from das.job.record import FINGERPRINT_JSON, RUN_JSON, config_text, input_fingerprint
+from das.spark import session
+from das.spark.marks import RunMode
+from das.spec.config import load_config
+from tests.conftest import ROOT
+from tests.helpers import tiny_input, write_input
+
+DEMO = str(ROOT / "configs" / "demo.toml")
+PRODUCTION = str(ROOT / "configs" / "pl94_2020_production.toml")
 
 
 def test_cluster_down_without_a_cluster_is_a_user_error(
@@ -23,3 +45,250 @@ def test_cluster_up_refuses_bad_ports(tmp_path: Path, capsys: pytest.CaptureFixt
     assert capsys.readouterr().err == (
         "das: error: --worker-ports takes comma-separated port numbers, got '70a'\n"
     )
+
+
+@pytest.fixture
+def no_spark(monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("Spark was started")
+
+    monkeypatch.setattr(session, "spark_session", refuse)
+    monkeypatch.setattr(run, "spark_session", refuse)
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A valid input; an empty directory, a file, a non-empty directory; and a run started
+    with the demo config and seed 1 (run.json, and the fingerprint in its sibling). Shared:
+    every test asserts that it left the tree as it found it."""
+    tmp_path = tmp_path_factory.mktemp("world")
+    write_input(tmp_path / "in", *tiny_input())
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "file").write_text("x")
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "notes.txt").write_text("x")
+    config = load_config(DEMO, seed=1)
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / RUN_JSON).write_text(config_text(config))
+    (tmp_path / "run-confidential").mkdir()
+    fingerprint = input_fingerprint(LocalFiles(), str(tmp_path / "in"), config)
+    (tmp_path / "run-confidential" / FINGERPRINT_JSON).write_text(json.dumps(fingerprint))
+    (tmp_path / "bad.toml").write_text("[run\n")
+    (tmp_path / "latin1.toml").write_bytes("[run]\nname = 'd\xe9mo'\n".encode("latin-1"))
+    (tmp_path / "no_units").mkdir()
+    shutil.copy(tmp_path / "in" / "persons.parquet", tmp_path / "no_units")
+    write_input(tmp_path / "other", *tiny_input(seed=1))
+    (tmp_path / "in2").mkdir()
+    (tmp_path / "in2" / "persons.parquet").mkdir()
+    (tmp_path / "in2" / "persons.parquet" / "_SUCCESS").write_text("")
+    (tmp_path / "in2" / "units.parquet").write_text("")
+    return tmp_path
+
+
+def _run(
+    *args: str, config: str = DEMO, input_dir: str = "{t}/in", output: str = "{t}/new"
+) -> list[str]:
+    """``das run`` with a seed, every path valid unless given."""
+    return ["run", config, "--input", input_dir, "--output", output, "--seed", "1", *args]
+
+
+def _case(name: str, argv: list[str], message: str) -> ParameterSet:
+    """One refusal: argv with {t} for the test's directory, the start of stderr (regex)."""
+    return pytest.param(argv, message, id=name)
+
+
+def _fixture(*args: str) -> list[str]:
+    return ["fixture", "synthetic", "--persons", "5", "--seed", "1", *args]
+
+
+def _resume(input_dir: str, seed: str = "1", *args: str) -> list[str]:
+    return ["run", DEMO, "--input", input_dir, "--output", "{t}/run", "--seed", seed,
+            "--resume", *args]  # fmt: skip
+
+
+APART = "the error metrics against the input must stay apart from the public output"
+USAGE = r"(?s)usage: das .*\n"
+CASES = [
+    # arguments (argparse: the usage, then the error)
+    _case("no arguments", ["run"],
+          USAGE + "das run: error: the following arguments are required: config, --input"),
+    _case("seed not a number", ["run", DEMO, "--input", "i", "--output", "o", "--seed", "x"],
+          USAGE + "das run: error: argument --seed: invalid int value: 'x'"),
+    _case("unknown command", ["publish"],
+          USAGE + "das: error: argument command: invalid choice: 'publish'"),
+    _case("fixture without --out", _fixture(),
+          USAGE + "das fixture synthetic: error: the following arguments are required: --out"),
+    # configuration
+    _case("config file missing", _run(config="{t}/nope.toml"),
+          r"das: error: config file .*/nope.toml does not exist$"),
+    _case("config not TOML", _run(config="{t}/bad.toml"),
+          r"das: error: .*/bad.toml: not valid TOML: Expected ']' at the end of a table"),
+    _case("config not UTF-8", _run(config="{t}/latin1.toml"),
+          r"das: error: .*/latin1.toml: not valid TOML: 'utf-8' codec can't decode byte 0xe9"),
+    _case("unknown config key", _run("--set", "budget.rhoo=1"),
+          r"das: error: .*/demo.toml: invalid configuration\n  budget.rhoo: unknown key"),
+    _case("--set without =", _run("--set", "budget.rho"),
+          r"das: error: --set 'budget.rho': expected key=value"),
+    _case("seed in production", _run(config=PRODUCTION),
+          r"das: error: .*: run.production = true refuses a fixed seed"),
+    _case("unknown solver", _run("--set", "postprocess.solver=gurobi"),
+          r"das: error: .*/demo.toml: postprocess.solver: unknown solver 'gurobi'; allowed: "),
+    # input
+    _case("input missing", _run(input_dir="{t}/none"),
+          r"das: error: --input .*/none does not exist: expected a directory holding "
+          r"persons.parquet and units.parquet$"),
+    _case("input is a file", _run(input_dir="{t}/file"),
+          r"das: error: --input .*/file is not a directory$"),
+    _case("input empty", _run(input_dir="{t}/empty"),
+          r"das: error: --input .*/empty is an empty directory: expected persons.parquet and "
+          r"units.parquet in it$"),
+    _case("input without a table", _run(input_dir="{t}/no_units"),
+          r"das: error: input has no units table: expected .*/no_units/units.parquet"),
+    _case("table without data files", _run(input_dir="{t}/in2"),
+          r"das: error: .*/in2/persons.parquet: the directory holds no data file"),
+    # output and confidential roots
+    _case("output not empty", _run(output="{t}/full"),
+          r"das: error: output directory .*/full exists and is not empty; choose a new one, "
+          r"or pass --resume"),
+    _case("output is a file", _run(output="{t}/file"),
+          r"das: error: --output .*/file is a file; expected a new directory$"),
+    _case("output under a file", _run(output="{t}/file/run"),
+          r"das: error: --output .*/file/run cannot be created: .*/file is a file, not a "
+          r"directory$"),
+    _case("confidential not empty", _run("--confidential", "{t}/full"),
+          r"das: error: confidential directory .*/full exists and is not empty; choose a new "
+          r"one with --confidential"),
+    _case("confidential under a file", _run("--confidential", "{t}/file/c"),
+          r"das: error: --confidential .*/file/c cannot be created: .*/file is a file"),
+    _case("confidential = output", _run("--confidential", "{t}/new"),
+          rf"das: error: --confidential .*/new is the output directory itself .*/new: {APART}"),
+    _case("confidential inside output", _run("--confidential", "{t}/new/c"),
+          rf"das: error: --confidential .*/new/c is inside --output .*/new: {APART}"),
+    _case("output inside confidential", _run("--confidential", "{t}"),
+          rf"das: error: --confidential .* holds --output .*/new: {APART}"),
+    # resume
+    _case("resume without a run", _run("--resume"),
+          r"das: error: --resume: .*/new holds no run to resume \(no run.json\)$"),
+    _case("resume, fingerprint elsewhere", _resume("{t}/in", "1", "--confidential", "{t}/empty"),
+          r"das: error: --resume: .*/empty holds no fingerprint of the input the run in "
+          r".*/run was started with"),
+    _case("resume, other seed", _resume("{t}/in", "2"),
+          r"das: error: --resume: the configuration differs from the one .*/run was started "
+          r"with \(run.seed was 1, now 2\); resume with the same config, overrides and seed$"),
+    _case("resume, other budget", _resume("{t}/in", "1", "--set", "budget.rho=1"),
+          r'das: error: --resume: the configuration differs .*\(budget.rho was '
+          r'"293764/114921", now "1"\)'),
+    _case("resume, other input", _resume("{t}/other"),
+          r"das: error: --resume: the input in .*/other differs from the one .*/run was "
+          r"started with \(changed: persons.parquet, units.parquet\); resume with the same "
+          r"input, or start a new run$"),
+    # validate
+    _case("validate, output missing", ["validate", "--input", "{t}/in", "--output", "{t}/none"],
+          r"das: error: --output .*/none is not a directory holding a das run$"),
+    _case("validate, no run.json", ["validate", "--input", "{t}/in", "--output", "{t}/empty"],
+          r"das: error: .*/empty holds no das run \(no run.json\)$"),
+    _case("validate, input missing", ["validate", "--input", "{t}/none", "--output", "{t}/run"],
+          r"das: error: --input .*/none does not exist"),
+    # fixtures
+    _case("fixture onto a file", _fixture("--out", "{t}/file"),
+          r"das: error: --out .*/file is a file; expected a directory \(created if missing\)$"),
+    _case("fixture under a file", _fixture("--out", "{t}/file/in"),
+          r"das: error: --out .*/file/in cannot be created: .*/file is a file, not a directory$"),
+    _case("fixture, negative size", ["fixture", "synthetic", "--persons", "-1", "--seed", "1",
+                                     "--out", "{t}/fx"],
+          r"das: error: --persons must be >= 0, got -1$"),
+    _case("fixture, source missing", ["fixture", "blocks", "{t}/none.parquet", "--seed", "1",
+                                      "--out", "{t}/fx"],
+          r"das: error: block-count source .*/none.parquet does not exist"),
+]  # fmt: skip
+
+
+def _tree(root: Path) -> dict[str, bytes | None]:
+    return {
+        p.relative_to(root).as_posix(): p.read_bytes() if p.is_file() else None
+        for p in sorted(root.rglob("*"))
+    }
+
+
+def _exit_code(call: Callable[[], int]) -> int:
+    try:
+        return call()
+    except SystemExit as exc:  # argparse
+        return int(exc.code or 0)
+
+
+@pytest.mark.parametrize(("argv", "message"), CASES)
+def test_each_user_error_exits_2_before_spark(
+    world: Path, no_spark: None, capsys: pytest.CaptureFixture[str], argv, message
+) -> None:
+    before = _tree(world)
+    assert _exit_code(lambda: main([a.replace("{t}", str(world)) for a in argv])) == 2
+    err = capsys.readouterr().err
+    assert re.match(message, err), err
+    assert "Traceback" not in err and "\n\n" not in err.strip()
+    assert _tree(world) == before  # nothing written, nothing removed
+
+
+class _Spark:
+    def stop(self) -> None: ...
+
+
+def _validate(world: Path, monkeypatch: pytest.MonkeyPatch, result: object) -> int:
+    def validate_run(spark: object, input_dir: str, output: str) -> list[str]:
+        if isinstance(result, Exception):
+            raise result
+        return list(result)  # type: ignore[call-overload]
+
+    monkeypatch.setattr(session, "spark_session", lambda *a, **k: _Spark())
+    monkeypatch.setattr("das.output.validate.validate_run", validate_run)
+    monkeypatch.setattr("das.output.validate.run_mode", lambda spark, output: RunMode.of(1))
+    return main(["validate", "--input", str(world / "in"), "--output", str(world / "run")])
+
+
+def test_validate_exits_0_when_valid(world, monkeypatch, capsys):
+    assert _validate(world, monkeypatch, []) == 0
+    assert capsys.readouterr().out.startswith(f"{world}/run: valid; ")
+
+
+def test_validate_exits_2_with_the_broken_checks(world, monkeypatch, capsys):
+    broken = ["EPNUM is not 1..n inside a block: 1 row(s), e.g. ...", "CENRACE outside [1, 2]"]
+    assert _validate(world, monkeypatch, broken) == 2
+    assert capsys.readouterr().err == (
+        f"das: error: {world}/run: not valid, 2 broken check(s):\n"
+        "  EPNUM is not 1..n inside a block: 1 row(s), e.g. ...\n"
+        "  CENRACE outside [1, 2]\n"
+    )
+
+
+def test_validate_exits_1_on_a_bug(world, monkeypatch, capsys):
+    assert _validate(world, monkeypatch, InternalError("an aggregation returned no row")) == 1
+    assert capsys.readouterr().err.startswith(
+        "das: internal error (this is probably a bug in das): an aggregation returned no row"
+    )
+
+
+def test_run_help_states_where_the_confidential_metrics_go(capsys):
+    with pytest.raises(SystemExit):
+        main(["run", "--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert "default: <output>-confidential, a sibling of --output; never inside it" in help_text
+
+
+@pytest.mark.parametrize(
+    ("error", "code", "first"),
+    [
+        (InternalError("the solver broke"), 1, "das: internal error (this is probably a bug"),
+        (UserError("infeasible"), 2, "das: error: infeasible"),
+    ],
+)
+def test_the_notes_of_a_failed_run_are_printed(world, monkeypatch, capsys, error, code, first):
+    note = f"das wrote to {world}/new and {world}/new-confidential before it stopped: ..."
+
+    def failing(*args, **kwargs):
+        error.add_note(note)
+        raise error
+
+    monkeypatch.setattr(run, "run_job", failing)
+    assert main(["run", DEMO, "--input", f"{world}/in", "--output", f"{world}/new"]) == code
+    first_line, second_line = capsys.readouterr().err.splitlines()
+    assert first_line.startswith(first) and second_line == note

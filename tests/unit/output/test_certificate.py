@@ -1,11 +1,19 @@
 import json
+from dataclasses import fields
 from fractions import Fraction
 from pathlib import Path
 
 import pytest
 
-from das.output.certificate import Certificate, Records, build_certificate, render_markdown
+from das.output.certificate import (
+    Certificate,
+    Records,
+    build_certificate,
+    records_section,
+    render_markdown,
+)
 from das.postprocess.report import LevelReport
+from das.spark.marks import TEST_WARNING
 from das.spec.config import load_config
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -15,11 +23,13 @@ REPORTS = [
 ]
 
 
-def _certificate(config_name: str = "pl94_2020_production.toml") -> Certificate:
+def _certificate(
+    config_name: str = "pl94_2020_production.toml", seed: int | None = None
+) -> Certificate:
     return build_certificate(
-        load_config(ROOT / "configs" / config_name),
+        load_config(ROOT / "configs" / config_name, seed=seed),
         noise_source="test",
-        records=Records(input_persons=10, input_units=4, output_records=10),
+        records=Records(output_records=10, input_records=10),
         levels=REPORTS,
         timings={"read": 1.0, "solve us": 0.04999},
     )
@@ -48,12 +58,14 @@ def test_json_keeps_its_keys_order_and_values():
     data = json.loads(_certificate().to_json())
     assert list(data) == [
         "run",
+        "mode",
         "created",
         "noise_source",
         "config_file",
         "config",
         "schema",
         "privacy",
+        "held_exact",
         "software",
         "records",
         "postprocessing",
@@ -61,6 +73,8 @@ def test_json_keeps_its_keys_order_and_values():
     ]
     assert list(data["privacy"]) == [
         "definition",
+        "protected_unit",
+        "neighbouring",
         "rho",
         "rho_matches_config",
         "delta",
@@ -68,7 +82,8 @@ def test_json_keeps_its_keys_order_and_values():
         "epsilon_bun_steinke",
         "levels",
     ]
-    assert data["records"] == {"input_persons": 10, "input_units": 4, "output_records": 10}
+    assert data["records"] == {"input_records": 10, "output_records": 10}
+    assert list(data["held_exact"]) == ["note", "invariants", "structural_constraints"]
     assert data["postprocessing"] == {
         "solves": 2,
         "failsafes": 1,
@@ -108,3 +123,48 @@ def test_markdown_shows_the_rounded_timings_and_every_query():
         assert f"| **{level.name}** | (all) | {level.rho} | |" in text
         for query in level.queries:
             assert f"| | {query.name} | {query.rho} |" in text
+
+
+def _walk_keys(value) -> set[str]:
+    if isinstance(value, dict):
+        return set(value) | {k for v in value.values() for k in _walk_keys(v)}
+    if isinstance(value, list):
+        return {k for v in value for k in _walk_keys(v)}
+    return set()
+
+
+def test_the_certificate_publishes_no_raw_input_count():
+    """Rows of the units table are not invariant (minus the invariant counts they give the
+    unoccupied group-quarters facilities): gone. The input's record count stays only where
+    the configuration holds that total invariant."""
+    assert {f.name for f in fields(Records)} == {"output_records", "input_records"}
+    keys = _walk_keys(json.loads(_certificate().to_json()))
+    assert "input_units" not in keys and "input_persons" not in keys
+    assert {k for k in keys if k.startswith("input")} == {"input", "input_records"}  # config
+    free = load_config(ROOT / "configs" / "demo.toml", overrides=["strategy.invariants={}"])
+    assert free.total_invariant_level is None
+    records = records_section(free, {}, 7)  # the input's count is not even computed
+    assert records == Records(7) and records.to_dict() == {"output_records": 7}
+
+
+def test_test_mode_is_in_the_title_and_the_json():
+    test = _certificate("demo.toml", seed=5)
+    assert json.loads(test.to_json())["mode"] == "test"
+    text = render_markdown(test)
+    assert text.startswith("# Run certificate: demo (TEST MODE: not for release)\n")
+    assert TEST_WARNING in text
+    production = _certificate("demo.toml")
+    assert json.loads(production.to_json())["mode"] == "production"
+    assert "TEST MODE" not in render_markdown(production)
+
+
+def test_markdown_states_the_guarantee_and_what_is_held_exact():
+    cert = _certificate("h1_2020_production.toml")
+    text = render_markdown(cert)
+    assert "- Protected unit: one housing unit.\n" in text
+    assert "## Held exact (outside the privacy guarantee)" in text
+    for item in (
+        *cert.privacy.guarantee.invariants,
+        *cert.privacy.guarantee.structural_constraints,
+    ):
+        assert f"- {item}\n" in text

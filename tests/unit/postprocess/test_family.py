@@ -209,3 +209,31 @@ def test_family_rows_carry_the_counts_and_the_parent_facts_on_the_first_child():
     assert rows.column("failsafe").to_pylist() == [None, None, None]
     assert rows.column("mip_gap").to_pylist() == [expected.mip_gap, 0.0, 0.0]
     assert rows.column("seconds").to_pylist()[1:] == [0.0, 0.0]
+
+
+def test_a_family_where_nobody_lives_is_solved_to_empty_rows():
+    """An all-vacant parent (its protected histogram zero): every child comes out empty,
+    with no failsafe, and its checkpoint rows hold no cells."""
+    plan, _, answers, units = _family(seed=4)
+    units[:, 1:] = 0  # housing units only, every one vacant
+    group = pa.table(
+        {
+            "geocode": ["a", "b", "c"],
+            "units": [list(u) for u in units],
+            "total": [0, 0, 0],
+            **{f"q{i}": [list(r) for r in answers[q.name]] for i, q in enumerate(plan.queries)},
+        }
+    )
+    rows = family_rows(plan, group, np.zeros(plan.schema.size, dtype=np.int64))
+    assert rows.column("cells").to_pylist() == [[], [], []]
+    assert rows.column("counts").to_pylist() == [[], [], []]
+    assert rows.column("failsafe").to_pylist() == [None, None, None]
+
+
+def test_a_single_child_inherits_its_parent():
+    """A county of one block: each level below it is a family of one child, which the
+    children-sum-to-parent constraint fixes to the parent, whatever the noise."""
+    plan, truth, answers, units = _family(seed=6, children=1)
+    result = solve_family(plan, truth[0], answers, units, totals=None)
+    assert np.array_equal(result.counts[0], truth[0])
+    assert result.failsafe is None

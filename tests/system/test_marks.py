@@ -1,0 +1,110 @@
+"""Test mode marked in every public Parquet file; the certificate written only for a valid run."""
+
+from __future__ import annotations
+
+import json
+import struct
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from pyspark.sql import functions as F
+
+from das.errors import InternalError
+from das.job import run as run_module
+from das.job.cli import main
+from das.job.run import run_job
+from das.output.validate import validate_run
+from das.spark.marks import (
+    PUBLIC_PARQUET,
+    SPARK_SCHEMA_KEY,
+    TEST_WARNING,
+    RunMode,
+    check_marks,
+    footer,
+    footer_modes,
+    parquet_files,
+)
+from das.spec.config import load_config
+from tests.conftest import ROOT
+from tests.helpers import tiny_input, write_input
+
+pytestmark = pytest.mark.spark
+DEMO = ROOT / "configs" / "demo.toml"
+
+
+def _data_bytes(path: Path) -> bytes:
+    """A Parquet file without its footer: the magic number and every data page."""
+    data = path.read_bytes()
+    (footer_length,) = struct.unpack("<i", data[-8:-4])
+    return data[: len(data) - 8 - footer_length]
+
+
+def test_the_mark_is_footer_metadata_only(spark, tmp_path):
+    """Marked and unmarked writes of the same rows differ in the footer alone."""
+    frame = spark.range(3000).select(
+        (F.col("id") % 7).alias("a"), F.col("id").cast("string").alias("b")
+    )
+    for name, data in (("plain", frame), ("marked", RunMode(test=True).mark(frame))):
+        data.repartition(2, "a").sortWithinPartitions("a", "b").write.parquet(str(tmp_path / name))
+    plain, marked = (sorted((tmp_path / n).glob("*.parquet")) for n in ("plain", "marked"))
+    assert len(plain) == len(marked) == 2
+    for before, after in zip(plain, marked, strict=True):
+        assert _data_bytes(before) == _data_bytes(after)
+        assert footer_modes(footer(spark, str(before))) == {""}
+        assert footer_modes(footer(spark, str(after))) == {"test"}
+    read = spark.read.parquet(str(tmp_path / "marked")).schema
+    assert all(f.metadata == RunMode(test=True).metadata for f in read)
+
+
+def test_a_seeded_run_marks_every_public_file_and_is_certified_only_once_valid(
+    spark, tmp_path, monkeypatch, capsys
+):
+    persons, units = tiny_input(seed=3)
+    input_dir = str(write_input(tmp_path / "input", persons, units))
+    output = tmp_path / "run"
+    config = load_config(DEMO, overrides=["spark.shuffle_partitions=2"], seed=5)
+    seen: dict = {}
+    certified: list = []
+
+    def failing_validation(spark, input_dir, output, certificate=None):
+        seen["problems"] = validate_run(spark, input_dir, output, certificate)
+        seen["files"] = {p: parquet_files(spark, f"{output}/{p}") for p in PUBLIC_PARQUET}
+        seen["certificate"] = certificate
+        return ["simulated: the output is broken"]
+
+    monkeypatch.setattr(run_module, "validate_run", failing_validation)
+    monkeypatch.setattr(run_module, "write_certificate", lambda *args: certified.append(args))
+    with pytest.raises(InternalError, match="fails validation:\n  simulated: the output is broken"):
+        run_job(config, input_dir, str(output), spark=spark)
+    assert certified == [] and not (output / "certificate.json").exists()
+    assert seen["problems"] == []  # the real validation passed, its mark check included
+    assert seen["certificate"]["mode"] == "test"  # it was checked before it was written
+    for part, files in seen["files"].items():
+        assert files, part
+        for path in files:
+            assert footer_modes(footer(spark, path)) == {"test"}, path
+    fields = json.loads(footer(spark, seen["files"]["mdf"][0])[SPARK_SCHEMA_KEY])["fields"]
+    assert {f["metadata"]["das.warning"] for f in fields} == {TEST_WARNING}
+
+    monkeypatch.undo()  # the same run, resumed: validated, then certified
+    run_job(config, input_dir, str(output), resume=True, spark=spark)
+    certificate = json.loads((output / "certificate.json").read_text())
+    assert certificate["mode"] == "test"
+    assert certificate["records"] == {"input_records": len(persons), "output_records": len(persons)}
+    assert (
+        (output / "certificate.md")
+        .read_text()
+        .startswith("# Run certificate: demo (TEST MODE: not for release)")
+    )
+    assert main(["validate", "--input", input_dir, "--output", str(output)]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == f"{output}: valid; {TEST_WARNING}"
+
+    wrong = check_marks(spark, str(output), RunMode(test=False))
+    assert len(wrong) == len(PUBLIC_PARQUET)
+    assert wrong[0].startswith(f"{output}/mdf: ") and "not marked das.mode = production" in wrong[0]
+    assert wrong[0].endswith("(das.mode: test)")
+    pd.DataFrame({"level": ["us"]}).to_parquet(output / "nmf" / "part-extra.parquet")
+    (problem,) = check_marks(spark, str(output), RunMode(test=True))
+    assert problem.startswith(f"{output}/nmf: 1 of ")
+    assert problem.endswith("part-extra.parquet (das.mode: no Spark schema)")
