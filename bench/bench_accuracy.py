@@ -553,7 +553,7 @@ def document(
         f"![Block-group bias]({images['bias']})",
         "",
         f"Full figures: `bench/results/{provenance['name']}.json`; per-run metrics: each run's",
-        "`confidential/metrics.csv`.",
+        "`<run>-confidential/metrics.csv`.",
         "",
     ]
     return "\n".join(lines)
