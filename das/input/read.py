@@ -109,11 +109,14 @@ def read_histograms(
 ) -> dict[str, LevelHistograms]:
     """Load, check, recode and aggregate: confidential histograms for every level of the run."""
     tables = load_tables(spark, config, input_dir)
+    for frame, path in ((tables.persons, tables.persons_path), (tables.units, tables.units_path)):
+        log.info("read: %s opened: %s rows", path, f"{frame.count():,}")
+    log.info("read: checking the input contract (every rule, one pass per table)")
     check_input(tables, config.schema)
+    log.info("read: input checked; building the histograms of every level")
     persons, units = typed(tables)
     counts = block_counts(config.schema, persons, units).cache()
     unit_counts = block_units(units).cache()
-    log.info("input checked; block histograms built")
     # Each level's histograms are used by the measurement, the level's solve (units and
     # invariant totals) and the metrics: cached (memory, spilling to disk), the aggregation
     # runs once per level instead of once per use. They are small beside the input: one row
@@ -122,6 +125,15 @@ def read_histograms(
         level.name: LevelHistograms(level, level_histograms(level, counts, unit_counts).frame.cache())
         for level in config.geography.levels
     }
+
+
+def count_geounits(histograms: dict[str, LevelHistograms]) -> dict[str, int]:
+    """Geounits per level; counting is what builds each level's (cached) histograms."""
+    geounits = {}
+    for name, level in histograms.items():
+        geounits[name] = level.frame.count()
+        log.info("read: %s histograms built: %s geounits", name, f"{geounits[name]:,}")
+    return geounits
 
 
 def input_counts(spark: SparkSession, config: Config, input_dir: str) -> tuple[int, int]:

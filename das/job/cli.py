@@ -4,7 +4,8 @@ A user's mistake (bad argument, config, input or path) prints one clear message 
 with code 2, as does ``das validate`` on an output that is not valid (a result, not a bug);
 a bug (InternalError) exits with code 1 and says it is a bug. Notes added on the way up
 (which directories a failed run wrote to) are printed after the message. The same
-argument parser serves ``jobs/topdown.py`` under spark-submit.
+argument parser serves ``jobs/topdown.py`` under spark-submit. ``-v``/``-q`` are taken
+before the command and after it (``das run -v ...``).
 """
 
 from __future__ import annotations
@@ -12,12 +13,75 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+import time
 from collections.abc import Sequence
+from importlib import metadata
 from pathlib import Path
 
 from das.errors import InternalError, UserError
 
 log = logging.getLogger("das")
+
+#: The packages whose versions can change a run's output for the same seed.
+RESULT_PACKAGES = ("pyspark", "numpy", "highspy", "numba", "scipy")
+
+
+def version_text() -> str:
+    """das's version, then those of the packages that can change its results."""
+    from das import __version__
+
+    found = []
+    for name in RESULT_PACKAGES:
+        try:
+            found.append(f"{name} {metadata.version(name)}")
+        except metadata.PackageNotFoundError:
+            found.append(f"{name} not installed")
+    return f"das {__version__}\n" + ", ".join(found)
+
+
+class _Version(argparse.Action):
+    """``--version``: the versions are looked up only when asked for."""
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: object) -> None:
+        print(version_text())
+        parser.exit()
+
+
+def logging_options(before_command: bool = False) -> argparse.ArgumentParser:
+    """-v/-q for ``parents=``. After a command their default is SUPPRESS, so that the
+    command's parser does not reset a flag given before it (``das -v run ...``)."""
+    options = argparse.ArgumentParser(add_help=False)
+    group = options.add_mutually_exclusive_group()
+    default = False if before_command else argparse.SUPPRESS
+    group.add_argument(
+        "-v", "--verbose", action="store_true", default=default, help="debug logging"
+    )
+    group.add_argument(
+        "-q",
+        "--quiet",
+        action="store_true",
+        default=default,
+        help="warnings and errors only: no progress lines (results are still printed)",
+    )
+    return options
+
+
+def add_command(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser], name: str, help: str
+) -> argparse.ArgumentParser:
+    """A (sub)command that takes -v/-q after its name too."""
+    return commands.add_parser(name, help=help, parents=[logging_options()])
+
+
+def add_conf_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--conf",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a Spark setting, e.g. --conf spark.executor.memory=8g (repeatable); wins over "
+        "the config's [spark] section",
+    )
 
 
 def add_run_arguments(parser: argparse.ArgumentParser) -> None:
@@ -51,35 +115,50 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="continue the run in --output: reuse its noisy measurements and finished levels",
     )
+    add_conf_argument(parser)
+    parser.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print the plan (levels, queries, rho per level and query, epsilon, where each "
+        "output goes) after the checks made before Spark, and exit; starts no Spark",
+    )
 
 
 def parser() -> argparse.ArgumentParser:
-    top = argparse.ArgumentParser(prog="das", description=__doc__.splitlines()[0])
-    top.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    top = argparse.ArgumentParser(
+        prog="das",
+        description=__doc__.splitlines()[0],
+        parents=[logging_options(before_command=True)],
+    )
+    top.add_argument(
+        "--version",
+        action=_Version,
+        nargs=0,
+        help="print das's version and those of the packages that can change its results",
+    )
     commands = top.add_subparsers(dest="command", required=True)
 
-    run = commands.add_parser("run", help="run the TopDown job locally (embedded Spark)")
+    run = add_command(commands, "run", "run the TopDown job locally (embedded Spark)")
     add_run_arguments(run)
 
-    validate = commands.add_parser(
-        "validate", help="check a finished run's outputs against its input"
-    )
+    validate = add_command(commands, "validate", "check a finished run's outputs against its input")
     validate.add_argument("--input", required=True, help="the run's input directory")
     validate.add_argument("--output", required=True, help="the run's output directory")
+    add_conf_argument(validate)
 
-    fixture = commands.add_parser("fixture", help="write a deterministic test input")
+    fixture = add_command(commands, "fixture", "write a deterministic test input")
     kinds = fixture.add_subparsers(dest="kind", required=True)
-    blocks = kinds.add_parser("blocks", help="expand real block counts into persons and units")
+    blocks = add_command(kinds, "blocks", "expand real block counts into persons and units")
     blocks.add_argument("path", help="block-count Parquet, e.g. ri_2010_block.parquet")
     blocks.add_argument("--seed", type=int, required=True)
     blocks.add_argument("--out", required=True)
-    pl94 = kinds.add_parser(
-        "pl94", help="a P.L. 94-171 block table (2018 End-to-End prototype) as records"
+    pl94 = add_command(
+        kinds, "pl94", "a P.L. 94-171 block table (2018 End-to-End prototype) as records"
     )
     pl94.add_argument("path", help="e.g. ri2018_e2e_pl_prototype_subset.parquet")
     pl94.add_argument("--seed", type=int, required=True)
     pl94.add_argument("--out", required=True)
-    synthetic = kinds.add_parser("synthetic", help="a synthetic state of any size")
+    synthetic = add_command(kinds, "synthetic", "a synthetic state of any size")
     synthetic.add_argument("--persons", type=int, required=True)
     synthetic.add_argument("--counties", type=int, help="number of counties (default: by size)")
     synthetic.add_argument("--seed", type=int, required=True)
@@ -92,9 +171,9 @@ def add_cluster_arguments(commands: argparse._SubParsersAction[argparse.Argument
     """``das cluster up|down``: a Spark standalone cluster on 127.0.0.1, for tests and benchmarks."""
     from das.cluster.standalone import DEFAULT_STATE
 
-    cluster = commands.add_parser("cluster", help="a Spark standalone cluster on 127.0.0.1")
+    cluster = add_command(commands, "cluster", "a Spark standalone cluster on 127.0.0.1")
     actions = cluster.add_subparsers(dest="action", required=True)
-    up = actions.add_parser("up", help="start a master and workers on 127.0.0.1")
+    up = add_command(actions, "up", "start a master and workers on 127.0.0.1")
     up.add_argument("--workers", type=int, default=2)
     up.add_argument("--state", default=str(DEFAULT_STATE), help="state, logs and work dirs")
     up.add_argument("--master-port", type=int, default=7077)
@@ -103,23 +182,36 @@ def add_cluster_arguments(commands: argparse._SubParsersAction[argparse.Argument
     up.add_argument("--worker-webui-ports", help="comma-separated (default: web UI port + 1 + i)")
     up.add_argument("--cores", type=int, default=1, help="cores per worker")
     up.add_argument("--memory", default="2g", help="memory per worker")
-    down = actions.add_parser("down", help="stop exactly the processes `das cluster up` started")
+    down = add_command(actions, "down", "stop exactly the processes `das cluster up` started")
     down.add_argument("--state", default=str(DEFAULT_STATE))
 
 
 def run_command(args: argparse.Namespace) -> None:
+    from das.job.plan import check_plan, render_plan
     from das.job.preflight import run_paths
     from das.job.run import run_job
+    from das.job.summary import render_summary
+    from das.spark.session import parse_spark_conf
     from das.spec.config import load_config
 
+    start = time.perf_counter()
+    spark_conf = parse_spark_conf(args.conf)
     config = load_config(args.config, overrides=args.overrides, seed=args.seed)
-    confidential = run_paths(args.input, args.output, args.confidential).confidential
+    paths = run_paths(args.input, args.output, args.confidential)
+    if args.dry_run:
+        check_plan(config, paths, args.resume)
+        print(render_plan(config, paths))
+        return
     result = run_job(
-        config, args.input, args.output, resume=args.resume, confidential=args.confidential
+        config,
+        args.input,
+        args.output,
+        resume=args.resume,
+        confidential=args.confidential,
+        spark_conf=spark_conf,
     )
-    print(f"protected microdata: {result.output}/mdf")
-    print(f"certificate:         {result.output}/certificate.md")
-    print(f"error metrics:       {confidential} (confidential: never publish)")
+    elapsed = time.perf_counter() - start
+    print(render_summary(config, result.certificate, result.geounits, paths, elapsed))
 
 
 def fixture_command(args: argparse.Namespace) -> None:
@@ -161,12 +253,13 @@ def check_fixture_out(out: str) -> None:
 def validate_command(args: argparse.Namespace) -> None:
     """Exit 0 and "valid"; exit 2 with the broken checks (a result, not a bug); 1 for a bug."""
     from das.output.validate import run_mode, validate_run
-    from das.spark.session import spark_session
+    from das.spark.session import parse_spark_conf, spark_session
     from das.spec.config import SparkSection
 
+    spark_conf = parse_spark_conf(args.conf)
     check_validate_paths(args.input, args.output)
     # run.json keeps no spark section (it is not part of a run's identity): defaults here
-    spark = spark_session(SparkSection(), "das validate")
+    spark = spark_session(SparkSection(), "das validate", spark_conf)
     problems = validate_run(spark, args.input, args.output)
     if problems:
         raise UserError(
@@ -234,11 +327,12 @@ COMMANDS = {
 }
 
 
-def configure_logging(verbose: bool) -> None:
+def configure_logging(verbose: bool, quiet: bool = False) -> None:
+    """Progress lines on stderr (INFO); -v adds debug lines, -q keeps warnings and errors."""
     logging.basicConfig(
         format="%(asctime)s %(message)s",
         datefmt="%H:%M:%S",
-        level=logging.DEBUG if verbose else logging.INFO,
+        level=logging.DEBUG if verbose else logging.WARNING if quiet else logging.INFO,
     )
     for noisy in ("py4j", "pyspark", "matplotlib"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
@@ -246,7 +340,7 @@ def configure_logging(verbose: bool) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    configure_logging(args.verbose)
+    configure_logging(args.verbose, args.quiet)
     try:
         COMMANDS[args.command](args)
     except UserError as exc:

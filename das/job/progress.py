@@ -1,9 +1,14 @@
 """Progress lines for long work: one line when a phase starts, periodic lines while it runs
-(done / total, elapsed, ETA), one line when it ends; and the timings for the certificate.
+(done / total, elapsed, ETA), one line when it ends with the whole run's elapsed time and
+ETA; and the timings for the certificate.
 
 The counts come from a Spark accumulator that the executors add to as they finish each
 geounit or parent; Spark reports accumulator updates when a task ends, so the figure moves
 in steps of one task. A daemon thread polls it; nothing else is shared.
+
+The run's ETA is crude: the phases are known in advance (``run_phases``), each weighs what
+it took on the RI fixture (docs/performance.md), and the weights still to come are scaled
+by the seconds per weight of the phases done so far.
 """
 
 from __future__ import annotations
@@ -11,7 +16,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -19,8 +24,56 @@ from pyspark import Accumulator, SparkContext
 
 log = logging.getLogger("das.progress")
 
+#: Wall seconds of each phase of the production job on the RI fixture (docs/performance.md),
+#: as the relative weights of the run's ETA.
+PHASE_WEIGHTS = {
+    "read": 23.0,
+    "measure": 11.1,
+    "solve us": 1.7,
+    "solve state": 1.5,
+    "solve county": 1.7,
+    "solve tract": 6.9,
+    "solve block_group": 5.4,
+    "solve block": 14.3,
+    "write": 2.5,
+    "metrics (confidential)": 3.3,
+    "validate": 5.4,
+}
+#: A level of another name weighs as the RI levels' average.
+OTHER_LEVEL_WEIGHT = 5.25
 
-def _clock(seconds: float) -> str:
+ETA_METHOD = (
+    "ETA: the phases to come, weighted by their share of an RI run (docs/performance.md), "
+    "at this run's seconds per weight so far"
+)
+
+
+def run_phases(levels: Sequence[str]) -> tuple[str, ...]:
+    """The phases of a run, in order (``das.job.run`` names its phases so)."""
+    solves = tuple(f"solve {level}" for level in levels)
+    return ("read", "measure", *solves, "write", "metrics (confidential)", "validate")
+
+
+def remaining_seconds(
+    plan: Sequence[str], timings: Mapping[str, float], current: str
+) -> float | None:
+    """Estimated seconds of the phases after ``current``: their weights times the seconds per
+    weight of the timed phases up to it (None before any time is known)."""
+    index = plan.index(current)
+    done = [p for p in plan[: index + 1] if p in timings]
+    weight = sum(_weight(p) for p in done)
+    if not weight:
+        return None
+    rate = sum(timings[p] for p in done) / weight
+    return rate * sum(_weight(p) for p in plan[index + 1 :])
+
+
+def _weight(phase: str) -> float:
+    return PHASE_WEIGHTS.get(phase, OTHER_LEVEL_WEIGHT)
+
+
+def clock(seconds: float) -> str:
+    """Seconds for people: 5s, 1m05s, 1h01m."""
     seconds = round(seconds)
     if seconds < 60:
         return f"{seconds}s"
@@ -38,6 +91,9 @@ class Progress:
     context: SparkContext | None = None
     interval: float = 10.0
     timings: dict[str, float] = field(default_factory=dict)
+    #: The run's phases in order (``run_phases``): each one's end logs the run's ETA.
+    plan: tuple[str, ...] = ()
+    started: float = field(default_factory=time.perf_counter)
 
     def counter(self) -> Accumulator | None:
         """A fresh counter for executors to add to (None without Spark)."""
@@ -52,6 +108,8 @@ class Progress:
         unit: str = "geounits",
     ) -> Iterator[None]:
         start = time.perf_counter()
+        if self.plan and name == self.plan[0]:
+            log.info("run: %d phases: %s; %s", len(self.plan), ", ".join(self.plan), ETA_METHOD)
         suffix = f" ({total:,} {unit})" if total is not None else ""
         log.info("%s: started%s", name, suffix)
         stop = threading.Event()
@@ -69,7 +127,20 @@ class Progress:
                 watcher.join()
             elapsed = time.perf_counter() - start
             self.timings[name] = self.timings.get(name, 0.0) + elapsed
-            log.info("%s: done in %s", name, _clock(elapsed))
+            log.info("%s: done in %s", name, clock(elapsed))
+            if name in self.plan:
+                self._overall(name)
+
+    def _overall(self, name: str) -> None:
+        """The whole run after phase ``name``: phases done, elapsed, ETA."""
+        left = remaining_seconds(self.plan, self.timings, name)
+        log.info(
+            "run: %d/%d phases done, elapsed %s, ETA %s",
+            self.plan.index(name) + 1,
+            len(self.plan),
+            clock(time.perf_counter() - self.started),
+            "?" if left is None else clock(left),
+        )
 
     def _watch(
         self,
@@ -83,13 +154,13 @@ class Progress:
         while not stop.wait(self.interval):
             done = counter.value
             elapsed = time.perf_counter() - start
-            eta = _clock(elapsed * (total - done) / done) if done else "?"
+            eta = clock(elapsed * (total - done) / done) if done else "?"
             log.info(
                 "%s: %s/%s %s, elapsed %s, ETA %s",
                 name,
                 f"{done:,}",
                 f"{total:,}",
                 unit,
-                _clock(elapsed),
+                clock(elapsed),
                 eta,
             )

@@ -20,9 +20,9 @@ checks, so a refused run leaves the output as it found it.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pandas as pd
 from pyspark import Accumulator
@@ -33,10 +33,11 @@ from das.confidential.report import write_metrics
 from das.confidential.tables import read_measurement_errors, run_errors, write_measurement_errors
 from das.errors import InternalError
 from das.input.files import check_input_files
-from das.input.read import LevelHistograms, read_histograms
+from das.input.read import LevelHistograms, count_geounits, read_histograms
 from das.job.failure import cleaned_on_failure
+from das.job.plan import noise_source
 from das.job.preflight import Checked, RunPaths, check_run, run_paths
-from das.job.progress import Progress
+from das.job.progress import Progress, run_phases
 from das.job.record import write_record
 from das.output.certificate import (
     Certificate,
@@ -52,7 +53,7 @@ from das.postprocess.solvers import check_solver
 from das.privacy.generator import Rng, secure_rng, seeded_rng
 from das.privacy.measure import nmf_complete, read_nmf, write_nmf
 from das.spark.marks import RunMode
-from das.spark.session import spark_session
+from das.spark.session import SparkSetting, spark_session
 from das.spec.config import Config
 
 log = logging.getLogger("das.run")
@@ -62,6 +63,7 @@ log = logging.getLogger("das.run")
 class RunResult:
     output: str
     certificate: Certificate
+    geounits: Mapping[str, int] = field(default_factory=dict)  # per level, root first
 
 
 @contextmanager
@@ -89,9 +91,8 @@ def phase(
 
 
 def noise_generator(config: Config) -> tuple[Rng, str]:
-    if config.seed is None:
-        return secure_rng(), "the operating system's secure generator (ChaCha20, no seed kept)"
-    return seeded_rng(config.seed), f"a fixed seed ({config.seed}): TEST MODE, not for release"
+    rng = secure_rng() if config.seed is None else seeded_rng(config.seed)
+    return rng, noise_source(config)
 
 
 def run_job(
@@ -101,16 +102,18 @@ def run_job(
     resume: bool = False,
     spark: SparkSession | None = None,
     confidential: str | None = None,
+    spark_conf: Sequence[SparkSetting] = (),
 ) -> RunResult:
     """The whole run; raises UserError on bad input, InternalError if the output fails validation.
 
-    ``confidential`` is the directory of the error metrics (default ``<output>-confidential``).
+    ``confidential`` is the directory of the error metrics (default ``<output>-confidential``);
+    ``spark_conf`` Spark settings that win over the config's (``--conf``).
     """
     check_solver(config)  # a bad postprocess.solver fails now, not levels into the run
     paths = run_paths(input_dir, output, confidential)
     checked = check_run(config, paths, resume)  # local paths: before Spark starts
     check_input_files(config, input_dir)  # footers and headers of local input files
-    spark = spark or spark_session(config.file.spark, f"das {config.file.run.name}")
+    spark = spark or spark_session(config.file.spark, f"das {config.file.run.name}", spark_conf)
     checked = checked or check_run(config, paths, resume, spark)  # URIs, through Spark
     if checked is None:
         raise InternalError("the run's paths were not checked")
@@ -122,10 +125,10 @@ def _run(
     spark: SparkSession, config: Config, paths: RunPaths, resume: bool, checked: Checked
 ) -> RunResult:
     input_dir, output, confidential = paths.input, paths.output, paths.confidential
-    progress = Progress(spark.sparkContext)
+    progress = Progress(spark.sparkContext, plan=run_phases(config.geography.names))
     with phase(progress, "read"):
         histograms = read_histograms(spark, config, input_dir)
-        geounits = {lv: h.frame.count() for lv, h in histograms.items()}
+        geounits = count_geounits(histograms)
     if not resume:  # the input passed its checks: only now does the run write anything
         write_record(spark, config, output, confidential, checked.fingerprint)
     nmf, noise_source, measurement = measure(
@@ -140,7 +143,7 @@ def _run(
         records = records_section(config, histograms, spark.read.parquet(mdf).count())
     with phase(progress, "metrics (confidential)"):
         table = run_errors(config, histograms, protected, measurement)
-        write_metrics(spark, table, confidential)
+        write_metrics(spark, table, confidential, config)
     certificate = build_certificate(
         config, noise_source=noise_source, records=records, levels=reports, timings=progress.timings
     )
@@ -152,7 +155,7 @@ def _run(
     log.info(
         "done: protected microdata in %s/mdf, certificate in %s/certificate.md", output, output
     )
-    return RunResult(output=output, certificate=certificate)
+    return RunResult(output=output, certificate=certificate, geounits=geounits)
 
 
 def measure(

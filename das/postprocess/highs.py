@@ -3,10 +3,13 @@
 The rounding MILP (``das.postprocess.rounding``) and the failsafe's feasibility LP and slack MIPs
 (``das.postprocess.failsafe``) state their models as a ``LinearProgram`` and get a ``HighsResult``
 back, so the solver's options (single-threaded, exact MIP gap) are set in one place.
+HiGHS writes nothing to stdout: its log is off, and its banner is swallowed at import.
 """
 
 from __future__ import annotations
 
+import os
+import sys
 from dataclasses import dataclass
 
 import highspy
@@ -23,6 +26,23 @@ class HighsResult:
     objective: float
     has_solution: bool
     gap: float
+
+
+def _swallow_banner() -> None:
+    """HiGHS prints its banner from C, on the process's stdout, at the first ``Highs()`` of a
+    process, before any option can turn it off: make that first one with fd 1 on /dev/null."""
+    sys.stdout.flush()
+    saved, devnull = os.dup(1), os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, 1)
+        highspy.Highs()
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+        os.close(devnull)
+
+
+_swallow_banner()
 
 
 @dataclass(frozen=True)
@@ -99,6 +119,7 @@ def solve_highs(
     highs = highspy.Highs()
     for name, value in (
         ("output_flag", False),
+        ("log_to_console", False),
         ("threads", 1),
         ("mip_rel_gap", float(relative_gap)),
         ("mip_abs_gap", 1e-7),

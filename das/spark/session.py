@@ -1,7 +1,9 @@
 """Creating the Spark session: embedded ``local[*]`` by default, whatever spark-submit says otherwise.
 
 The job never assumes it runs locally: when launched by ``spark-submit --master ...`` the
-master is already in the Spark conf and the config's ``spark.master`` is ignored.
+master is already in the Spark conf and the config's ``spark.master`` is ignored. Settings
+given on the command line (``--conf key=value``) are applied after the config's ``[spark]``
+section and this module's own, so they win.
 """
 
 from __future__ import annotations
@@ -9,11 +11,13 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from collections.abc import Sequence
 from importlib import resources
 
 from pyspark import SparkContext
 from pyspark.sql import SparkSession
 
+from das.errors import UserError
 from das.spec.config import SparkSection
 
 log = logging.getLogger("das.spark")
@@ -26,8 +30,34 @@ log = logging.getLogger("das.spark")
 COALESCE = "spark.sql.adaptive.coalescePartitions.enabled"
 
 
-def spark_session(settings: SparkSection, app_name: str = "das") -> SparkSession:
-    """Get (or create) the session with this job's settings applied."""
+#: A Spark setting from the command line: (key, value).
+SparkSetting = tuple[str, str]
+
+
+def parse_spark_conf(pairs: Sequence[str]) -> tuple[SparkSetting, ...]:
+    """``--conf`` arguments as (key, value); a malformed one is the user's error, before Spark."""
+    settings = []
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        key = key.strip()
+        if not sep or not key or " " in key:
+            raise UserError(
+                f"--conf {pair!r}: expected key=value, a Spark setting such as "
+                "spark.executor.memory=4g"
+            )
+        if not key.startswith("spark."):
+            raise UserError(
+                f"--conf {pair!r}: {key!r} is not a Spark setting (Spark's keys start with "
+                '"spark.", e.g. spark.executor.memory=4g; Hadoop\'s are spark.hadoop.*)'
+            )
+        settings.append((key, value))
+    return tuple(settings)
+
+
+def spark_session(
+    settings: SparkSection, app_name: str = "das", conf: Sequence[SparkSetting] = ()
+) -> SparkSession:
+    """Get (or create) the session with this job's settings applied, then ``conf``'s."""
     builder = SparkSession.builder.appName(app_name)
     if not _launched_by_spark_submit():
         # Local executors must run the driver's interpreter: numpy/scipy come from it. Under
@@ -41,7 +71,7 @@ def spark_session(settings: SparkSection, app_name: str = "das") -> SparkSession
             .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{log4j}")
             .config("spark.driver.memory", settings.driver_memory)
         )
-    spark = (
+    builder = (
         builder.config("spark.sql.shuffle.partitions", str(settings.shuffle_partitions))
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
         .config("spark.ui.showConsoleProgress", "false")
@@ -54,10 +84,15 @@ def spark_session(settings: SparkSection, app_name: str = "das") -> SparkSession
         # codes such as county "003" are strings: never let a partition directory become 3
         .config("spark.sql.sources.partitionColumnTypeInference.enabled", "false")
         .config(COALESCE, "false")
-        .getOrCreate()
     )
+    for key, value in conf:
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
     spark.conf.set("spark.sql.shuffle.partitions", str(settings.shuffle_partitions))
     spark.conf.set(COALESCE, "false")
+    for key, value in conf:  # a session that already existed keeps its static settings
+        if spark.conf.isModifiable(key):
+            spark.conf.set(key, value)
     spark.sparkContext.setLogLevel(settings.log_level)
     log.debug(
         "spark master %s, %s shuffle partitions",

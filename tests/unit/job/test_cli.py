@@ -7,18 +7,22 @@ before Spark starts; the cases that need Spark are in tests/system/test_refusals
 
 from __future__ import annotations
 
+import argparse
+import importlib.util
 import json
 import re
 import shutil
 from collections.abc import Callable
+from importlib import metadata
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 from _pytest.mark import ParameterSet
 
 from das.errors import InternalError, UserError
 from das.job import run
-from das.job.cli import main
+from das.job.cli import RESULT_PACKAGES, main, parser
 from das.job.files import LocalFiles
 from das.job.record import FINGERPRINT_JSON, RUN_JSON, config_text, input_fingerprint
 from das.spark import session
@@ -118,6 +122,22 @@ CASES = [
           USAGE + "das: error: argument command: invalid choice: 'publish'"),
     _case("fixture without --out", _fixture(),
           USAGE + "das fixture synthetic: error: the following arguments are required: --out"),
+    _case("-v and -q together", _run("-v", "-q"),
+          USAGE + "das run: error: argument -q/--quiet: not allowed with argument -v/--verbose"),
+    _case("--conf without a value", _run("--conf"),
+          USAGE + "das run: error: argument --conf: expected one argument"),
+    # Spark settings (--conf), refused before anything else
+    _case("--conf without =", _run("--conf", "spark.executor.memory"),
+          r"das: error: --conf 'spark.executor.memory': expected key=value, a Spark setting "
+          r"such as spark.executor.memory=4g$"),
+    _case("--conf, not a Spark key", _run("--conf", "executor.memory=4g"),
+          r"das: error: --conf 'executor.memory=4g': 'executor.memory' is not a Spark setting "
+          r"\(Spark's keys start with \"spark.\""),
+    _case("--conf, empty key", _run("--conf", "=4g"),
+          r"das: error: --conf '=4g': expected key=value"),
+    _case("validate, bad --conf", ["validate", "--input", "{t}/in", "--output", "{t}/run",
+                                   "--conf", "spark.ui.enabled"],
+          r"das: error: --conf 'spark.ui.enabled': expected key=value"),
     # configuration
     _case("config file missing", _run(config="{t}/nope.toml"),
           r"das: error: config file .*/nope.toml does not exist$"),
@@ -150,6 +170,15 @@ CASES = [
     _case("output not empty", _run(output="{t}/full"),
           r"das: error: output directory .*/full exists and is not empty; choose a new one, "
           r"or pass --resume"),
+    # a dry run refuses what a run refuses before Spark
+    _case("dry run, output not empty", _run("--dry-run", output="{t}/full"),
+          r"das: error: output directory .*/full exists and is not empty; choose a new one"),
+    _case("dry run, input missing", _run("--dry-run", input_dir="{t}/none"),
+          r"das: error: --input .*/none does not exist: expected a directory holding"),
+    _case("dry run, confidential inside output", _run("--dry-run", "--confidential", "{t}/new/c"),
+          rf"das: error: --confidential .*/new/c is inside --output .*/new: {APART}"),
+    _case("dry run, unknown solver", _run("--dry-run", "--set", "postprocess.solver=gurobi"),
+          r"das: error: .*/demo.toml: postprocess.solver: unknown solver 'gurobi'; allowed: "),
     _case("output is a file", _run(output="{t}/file"),
           r"das: error: --output .*/file is a file; expected a new directory$"),
     _case("output under a file", _run(output="{t}/file/run"),
@@ -292,3 +321,111 @@ def test_the_notes_of_a_failed_run_are_printed(world, monkeypatch, capsys, error
     assert main(["run", DEMO, "--input", f"{world}/in", "--output", f"{world}/new"]) == code
     first_line, second_line = capsys.readouterr().err.splitlines()
     assert first_line.startswith(first) and second_line == note
+
+
+# ---- conventions: --version, -v/-q anywhere, --conf, --dry-run, jobs/topdown.py -------------
+def test_version_names_das_and_the_packages_that_change_results(capsys):
+    assert _exit_code(lambda: main(["--version"])) == 0
+    first, second = capsys.readouterr().out.splitlines()
+    assert first == f"das {metadata.version('das')}"
+    assert second == ", ".join(f"{p} {metadata.version(p)}" for p in RESULT_PACKAGES)
+    assert RESULT_PACKAGES == ("pyspark", "numpy", "highspy", "numba", "scipy")
+
+
+def _commands(top: argparse.ArgumentParser, path: tuple[str, ...] = ()):
+    """Every (sub)command's parser, with its path from ``das``."""
+    for action in top._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield (*path, name), sub
+                yield from _commands(sub, (*path, name))
+
+
+def test_every_command_takes_v_and_q_after_its_name():
+    found = dict(_commands(parser()))
+    assert {"run", "validate", "fixture", "cluster"} <= {p[0] for p in found}
+    for path, sub in found.items():
+        flags = {s for a in sub._actions for s in a.option_strings}
+        assert {"-v", "--verbose", "-q", "--quiet"} <= flags, path
+
+
+@pytest.mark.parametrize(
+    ("where", "verbose", "quiet"),
+    [
+        (["-v", "run", DEMO, "--input", "i", "--output", "o"], True, False),
+        (["run", DEMO, "--input", "i", "--output", "o", "-v"], True, False),
+        (["run", "-q", DEMO, "--input", "i", "--output", "o"], False, True),
+        (["-q", "fixture", "synthetic", "--persons", "1", "--seed", "1", "--out", "x"], False, True),
+        (["fixture", "synthetic", "--persons", "1", "--seed", "1", "--out", "x", "-v"], True, False),
+        (["cluster", "down", "--verbose"], True, False),
+        (["run", DEMO, "--input", "i", "--output", "o"], False, False),
+    ],
+)
+def test_v_and_q_are_taken_before_and_after_the_command(where, verbose, quiet):
+    args = parser().parse_args(where)
+    assert (args.verbose, args.quiet) == (verbose, quiet)
+
+
+def test_a_dry_run_prints_the_plan_and_starts_nothing(world, no_spark, capsys):
+    before = _tree(world)
+    argv = [a.replace("{t}", str(world)) for a in _run("--dry-run", "-q")]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("das run demo: the plan (dry run: no Spark, nothing read or written)")
+    assert "  total (6 levels, 65 queries)" in out and "epsilon = 17.1436" in out
+    assert f"{world}/new/mdf/" in out and f"{world}/new-confidential/report.html" in out
+    assert _tree(world) == before
+
+
+def test_conf_pairs_reach_the_spark_session(world, monkeypatch, capsys):
+    seen = {}
+
+    def spark_session(settings, app_name, conf=()):
+        seen["conf"] = conf
+        raise UserError("stopped here")
+
+    monkeypatch.setattr(run, "spark_session", spark_session)
+    argv = _run("--conf", "spark.executor.memory=8g", "--conf", "spark.sql.shuffle.partitions=3")
+    assert main([a.replace("{t}", str(world)) for a in argv]) == 2
+    assert seen["conf"] == (("spark.executor.memory", "8g"), ("spark.sql.shuffle.partitions", "3"))
+    assert capsys.readouterr().err == "das: error: stopped here\n"
+
+
+def _topdown() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("topdown", ROOT / "jobs" / "topdown.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_topdown_takes_every_das_run_flag(world, no_spark, capsys):
+    """spark-submit's script passes its arguments to ``das run``: new flags work through it."""
+    topdown = _topdown()
+    argv = [DEMO, "--input", f"{world}/in", "--output", f"{world}/new", "--seed", "1",
+            "--set", "budget.delta=1e-9", "--confidential", f"{world}/secret",
+            "--conf", "spark.executor.memory=8g", "--dry-run", "-v"]  # fmt: skip
+    assert topdown.main(argv) == 0
+    out = capsys.readouterr().out
+    assert f"{world}/secret/report.html" in out and "delta = 1e-09" in out
+    assert topdown.main([*argv[:-2], "--conf", "nonsense"]) == 2
+    assert capsys.readouterr().err.startswith("das: error: --conf 'nonsense': expected key=value")
+    run_flags = {s for a in dict(_commands(parser()))[("run",)]._actions for s in a.option_strings}
+    assert {"--confidential", "--conf", "--dry-run", "--resume", "--set", "--seed"} <= run_flags
+
+
+def test_a_run_ends_with_its_summary(world, monkeypatch, capsys):
+    from das.output.certificate import Records, build_certificate
+
+    config = load_config(DEMO, seed=1)
+    certificate = build_certificate(
+        config, noise_source="seed", records=Records(7), levels=[], timings={}
+    )
+    geounits = {name: 1 for name in config.geography.names}
+    result = run.RunResult(f"{world}/new", certificate, geounits)
+    monkeypatch.setattr(run, "run_job", lambda *args, **kwargs: result)
+    assert _topdown().main([DEMO, "--input", f"{world}/in", "--output", f"{world}/new"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("das run demo: done in 0s; TEST MODE")
+    assert lines[1] == "  persons:   7 in the protected microdata"
+    assert lines[-3].endswith(f"{world}/new-confidential/report.html  (confidential: never publish)")

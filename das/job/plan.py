@@ -1,0 +1,116 @@
+"""What a run will do, said before it does it: ``das run --dry-run`` prints this and starts no
+Spark; the end-of-run summary lists the same outputs.
+
+The budget is the certificate's own section (``privacy_section``): exact fractions beside
+their decimals, and the (epsilon, delta) the total implies, so the plan and the certificate
+can never disagree.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+
+from das.input.files import check_input_files
+from das.job.files import LocalFiles, is_local
+from das.job.preflight import RunPaths, check_apart, check_input_dir, check_new_dir
+from das.job.record import FINGERPRINT_JSON, RUN_JSON
+from das.output.certificate import LevelBudget, privacy_section
+from das.postprocess.solvers import check_solver
+from das.spec.config import Config
+
+
+def check_plan(config: Config, paths: RunPaths, resume: bool) -> None:
+    """The checks a run makes before Spark starts, but the input's fingerprint (a hash of
+    every input file) and, with ``--resume``, the comparison with the run it continues."""
+    check_solver(config)
+    check_apart(paths, None)
+    files = LocalFiles()
+    if is_local(paths.input):
+        check_input_dir(files, paths.input, config)
+    if not resume:
+        for path, flag in ((paths.output, "--output"), (paths.confidential, "--confidential")):
+            if is_local(path):
+                check_new_dir(files, path, flag)
+    check_input_files(config, paths.input)
+
+
+def noise_source(config: Config) -> str:
+    """Where the run's noise comes from, as the certificate states it."""
+    if config.seed is None:
+        return "the operating system's secure generator (ChaCha20, no seed kept)"
+    return f"a fixed seed ({config.seed}): TEST MODE, not for release"
+
+
+@dataclass(frozen=True)
+class Output:
+    """One output of a run: what it is, where it goes, and whether it may be published."""
+
+    what: str
+    path: str
+    public: bool
+
+
+def outputs(paths: RunPaths) -> tuple[Output, ...]:
+    """Every output of a run, public ones first."""
+    out, secret = paths.output.rstrip("/"), paths.confidential.rstrip("/")
+    return (
+        Output("protected microdata (MDF)", f"{out}/mdf/", True),
+        Output("noisy measurements (NMF)", f"{out}/nmf/", True),
+        Output("level checkpoints", f"{out}/levels/<level>/", True),
+        Output("certificate", f"{out}/certificate.md, certificate.json", True),
+        Output("run record", f"{out}/{RUN_JSON}", True),
+        Output("error metrics report", f"{secret}/report.html", False),
+        Output("error metrics", f"{secret}/metrics.csv, metrics.json", False),
+        Output("input fingerprint", f"{secret}/{FINGERPRINT_JSON}", False),
+    )
+
+
+def output_lines(paths: RunPaths) -> list[str]:
+    """The outputs as aligned lines; the confidential ones say so."""
+    found = outputs(paths)
+    width = max(len(o.what) for o in found)
+    return [
+        f"  {o.what:<{width}}  {o.path}" + ("" if o.public else "  (confidential: never publish)")
+        for o in found
+    ]
+
+
+def _rho(value: Fraction) -> str:
+    return f"{value!s:>26}  {float(value):.6g}"
+
+
+def _level_lines(level: LevelBudget, length: int) -> list[str]:
+    head = f"{level.name} (prefix {length}, {len(level.queries)} queries)"
+    lines = [f"  {head:<38}{_rho(level.rho)}"]
+    lines += [f"    {q.name:<36}{_rho(q.rho)}" for q in level.queries]
+    return lines
+
+
+def render_plan(config: Config, paths: RunPaths) -> str:
+    """The dry run's text: levels, queries, rho per level and query, epsilon, the outputs."""
+    privacy = privacy_section(config)
+    lengths = {level.name: level.length for level in config.geography.levels}
+    lines = [
+        f"das run {config.file.run.name}: the plan (dry run: no Spark, nothing read or written)",
+        f"config:  {config.path}; schema {config.schema.name} ({config.schema.size} cells)",
+        f"input:   {paths.input}",
+        f"noise:   {noise_source(config)}",
+        "",
+        f"  {'level / query':<38}{'rho (exact)':>26}  rho",
+    ]
+    for level in privacy.levels:
+        lines += _level_lines(level, lengths[level.name])
+    queries = sum(len(level.queries) for level in privacy.levels)
+    total = f"total ({len(privacy.levels)} levels, {queries} queries)"
+    lines += [
+        f"  {total:<38}{_rho(privacy.rho)}",
+        "",
+        f"privacy: rho = {privacy.rho} ({float(privacy.rho):.6g})-zCDP, i.e. "
+        f"(epsilon = {privacy.epsilon_cks:.4f}, delta = {float(privacy.delta):.3g})-DP "
+        "(Canonne, Kamath, Steinke 2020)",
+        "",
+        "outputs:",
+        *output_lines(paths),
+    ]
+    return "\n".join(lines)
