@@ -3,19 +3,49 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
+LOCK   := constraints.txt
 OUT    ?= out
 SEED   ?= 2020
 PERSONS ?= 200000
 
-.PHONY: install run test test-fast lint layout bench bench-e2e clean cluster-up cluster-down dist
+.PHONY: install lock lock-check run test test-fast lint layout bench bench-e2e clean cluster-up cluster-down dist
 
-$(STAMP): pyproject.toml
+## make install: .venv with das (editable) and every dependency at the version constraints.txt
+## pins, so that the same seed gives the same output on every fresh install (HiGHS and numba
+## releases change results) and a new linter release cannot break `make test`.
+$(STAMP): pyproject.toml $(LOCK)
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev,bench]'
+	$(BIN)/pip install --quiet -c $(LOCK) --upgrade pip setuptools
+	$(BIN)/pip install --quiet -c $(LOCK) -e '.[dev,bench]'
+	$(MAKE) --no-print-directory lock-check VENV=$(VENV)
 	touch $(STAMP)
 
 install: $(STAMP)
+
+## make lock-check: fails, listing them, if .venv holds a package version constraints.txt does
+## not pin (a dependency added to pyproject.toml without `make lock`, or one installed by hand).
+lock-check:
+	@if $(BIN)/pip freeze --all --exclude-editable | grep -vxF -f $(LOCK); then \
+	  echo "make: the packages above are not pinned in $(LOCK): run 'make lock' after changing" \
+	    "pyproject.toml's dependencies, or 'rm -rf $(VENV) && make install' for exactly the lock" >&2; \
+	  exit 1; fi
+
+## make lock: rewrite constraints.txt from pyproject.toml's ranges: a clean venv installs the
+## newest versions they allow and `pip freeze` records every package (transitive included).
+## Run it on Linux with Python 3.11 (the Docker image's); commit the file with the change.
+LOCK_VENV ?= $(OUT)/lock-venv
+lock:
+	rm -rf $(LOCK_VENV)
+	$(PYTHON) -m venv $(LOCK_VENV)
+	$(LOCK_VENV)/bin/pip install --quiet --upgrade pip setuptools
+	$(LOCK_VENV)/bin/pip install --quiet -e '.[dev,bench]'
+	{ echo "# Exact versions of every package das installs: pyproject.toml's ranges resolved by"; \
+	  echo "# 'make lock' with $$($(LOCK_VENV)/bin/python -V) on $$(uname -sm); make install and"; \
+	  echo "# docker/Dockerfile install with 'pip install -c constraints.txt'. Do not edit by hand."; \
+	  $(LOCK_VENV)/bin/pip freeze --all --exclude-editable; \
+	} > $(LOCK).tmp
+	mv $(LOCK).tmp $(LOCK)
+	rm -rf $(LOCK_VENV)
 
 ## make run: build a synthetic fixture state and run the full TopDown job on it locally.
 run: install
