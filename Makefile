@@ -8,7 +8,7 @@ OUT    ?= out
 SEED   ?= 2020
 PERSONS ?= 200000
 
-.PHONY: install lock lock-check run test test-fast lint layout bench bench-e2e clean cluster-up cluster-down dist
+.PHONY: install lock lock-check run test test-fast lint docs layout bench bench-e2e bench-coverage clean cluster-up cluster-down dist
 
 ## make install: .venv with das (editable) and every dependency at the version constraints.txt
 ## pins, so that the same seed gives the same output on every fresh install (HiGHS and numba
@@ -66,6 +66,11 @@ lint: install
 	$(BIN)/ruff check das tests jobs bench
 	$(BIN)/mypy
 
+## make docs: docs/input.md and docs/output.md, rendered from the code (a test holds them equal).
+docs: install
+	$(BIN)/python -m das.input.describe > docs/input.md
+	$(BIN)/python -m das.output.describe > docs/output.md
+
 ## make layout: import cycles, backward stage imports and module/function sizes of das/.
 layout: install
 	$(BIN)/python -m tests.layout
@@ -78,6 +83,12 @@ bench: install
 ## (local[2]); prints the table, writes bench/results/e2e.json. Takes 20-35 min on 2 cores.
 bench-e2e: install
 	$(BIN)/python -m bench.bench_e2e
+
+## make bench-coverage: coverage of the estimator's 90% intervals over 5 seeds on the RI
+## fixture (RI=/tmp/ri_in) and a synthetic state; writes bench/results/coverage.json.
+RI ?= /tmp/ri_in
+bench-coverage: install
+	$(BIN)/python -m bench.bench_coverage --work $(OUT)/coverage --ri $(RI)
 
 ## make cluster-up WORKERS=2: a Spark standalone master and workers on 127.0.0.1 (state,
 ## logs and work dirs in $(CLUSTER)); ports: MASTER_PORT, WEBUI_PORT (workers: +1, +2, ...).

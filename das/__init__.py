@@ -8,6 +8,7 @@ and the stages above it (``tests/unit/test_layout.py`` holds the code to that):
 - ``spark``         the Spark session and the driver's own small files on Spark's file system
 - ``input``         the input contract, its check, and the histograms per geounit and level
 - ``privacy``       exact discrete-Gaussian noise, its generators, the noisy measurement file
+- ``estimate``      the BLUE of every query at every geounit, with exact variances (public)
 - ``postprocess``   per parent: the L2 fit and the integer rounding; the top-down level loop
 - ``output``        protected microdata, the run certificate, the independent validator
 - ``confidential``  error metrics against the input and their report (never public)

@@ -27,6 +27,7 @@ STAGES: tuple[tuple[str, ...], ...] = (
     ("spark",),
     ("input",),
     ("privacy",),
+    ("estimate",),
     ("postprocess",),
     ("output",),
     ("confidential",),

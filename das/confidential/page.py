@@ -11,9 +11,11 @@ from __future__ import annotations
 import html
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import pandas as pd
 
+from das.confidential.audit.section import audit_section
 from das.confidential.breakdowns import SOURCES, by_bin, by_level, by_size_and_diversity
 from das.confidential.markup import STYLE, Cell, Head, figure, number, table
 from das.confidential.plots import bias_figure, level_figure
@@ -52,23 +54,27 @@ class RunInfo:
         return f"{self.name} · {self.written} · {self.config} · {self.mode} mode"
 
 
-def report_page(table: pd.DataFrame, run: RunInfo) -> str:
-    """The whole page for the metrics table of ``run``."""
+def report_page(
+    table: pd.DataFrame, run: RunInfo, audit: Mapping[str, Any] | None = None
+) -> str:
+    """The whole page for the metrics table of ``run``, with ``das audit``'s section if
+    its audit.json is given."""
     return (
         '<!doctype html>\n<html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f"<title>{html.escape(run.title)} — error report (CONFIDENTIAL)</title>"
         f"<style>{STYLE}</style></head><body>"
-        + _header(run)
+        + _header(run, audit is not None)
         + _levels_section(table, run)
         + _bias_section(table, run)
+        + (audit_section(audit) if audit is not None else "")
         + "<footer>Every figure of this page, and more (every query, every pair of bins), "
         "is in <code>metrics.csv</code> and <code>metrics.json</code> beside this file; "
         "they are as confidential as this page.</footer></body></html>\n"
     )
 
 
-def _header(run: RunInfo) -> str:
+def _header(run: RunInfo, audited: bool = False) -> str:
     mode = run.mode if run.seed is None else f"{run.mode} (fixed seed {run.seed}: not for release)"
     facts = {
         "run": run.name,
@@ -86,7 +92,8 @@ def _header(run: RunInfo) -> str:
         f"<h1>Error report: {html.escape(run.name)}</h1>"
         f'<dl class="run">{rows}</dl>'
         '<nav><a href="#levels">Error by level</a><a href="#bias">Error by size and '
-        "diversity</a></nav>"
+        "diversity</a>" + ('<a href="#audit">Reconstruction audit</a>' if audited else "")
+        + "</nav>"
     )
 
 

@@ -18,7 +18,7 @@ from das.spark import storage
 from das.spark.marks import RunMode
 from das.spec.config import Config
 
-__all__ = ["run_info", "write_metrics"]
+__all__ = ["rewrite_report", "run_info", "write_metrics"]
 
 
 def write_metrics(spark: SparkSession, table: pd.DataFrame, directory: str, config: Config) -> None:
@@ -29,6 +29,15 @@ def write_metrics(spark: SparkSession, table: pd.DataFrame, directory: str, conf
     records = json.dumps(table.to_dict(orient="records"), indent=1) + "\n"
     storage.write_text(spark, f"{directory}/metrics.json", records)
     storage.write_text(spark, f"{directory}/report.html", report_page(table, run_info(config)))
+
+
+def rewrite_report(spark: SparkSession, directory: str, config: Config) -> None:
+    """report.html again from metrics.json, with the audit section if ``das audit`` has
+    written audit.json beside it."""
+    table = pd.DataFrame(json.loads(storage.read_text(spark, f"{directory}/metrics.json")))
+    path = f"{directory}/audit.json"
+    audit = json.loads(storage.read_text(spark, path)) if storage.exists(spark, path) else None
+    storage.write_text(spark, f"{directory}/report.html", report_page(table, run_info(config), audit))
 
 
 def run_info(config: Config, written: datetime | None = None) -> RunInfo:

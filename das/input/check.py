@@ -3,9 +3,10 @@
 Every rule of the contract (``das.input.contract``: its names, columns and refusal texts)
 becomes a Spark condition that is true on a row that breaks it. All rules of a table are
 counted in one pass; only when something is wrong are the first offending rows
-fetched, so a clean national input costs two aggregations and two joins. Nothing is ever
-dropped silently: a single bad row stops the run with a report that says, per rule, how
-many rows broke it and shows the first of them (file, record id, column, value, allowed).
+fetched, so a clean national input costs two aggregations, two joins and a count of each
+key column. Nothing is ever dropped silently: a single bad row stops the run with a report
+that says, per rule, how many rows broke it and shows the first of them (file, record id,
+column, value, allowed).
 Values are read strictly here, never cast loosely: a boolean is one of the contract's
 strings, and a structural-zero rule recodes a record the way the reader will.
 """
@@ -26,9 +27,17 @@ from das.input.report import InputError
 from das.input.tables import InputTables
 from das.spec.schema import Schema
 
-__all__ = ["InputError", "Rule", "check_input", "table_rules"]
+__all__ = ["InputCounts", "InputError", "Rule", "check_input", "table_rules"]
 
 SAMPLES_PER_RULE = 5
+
+
+@dataclass(frozen=True)
+class InputCounts:
+    """The rows of each table, as the check counted them."""
+
+    persons: int
+    units: int
 
 
 @dataclass(frozen=True)
@@ -48,8 +57,9 @@ class Rule:
         return self.shown or (self.column,)
 
 
-def check_input(tables: InputTables, schema: Schema) -> None:
-    """Raise InputError listing every broken rule; return quietly when the input is clean."""
+def check_input(tables: InputTables, schema: Schema) -> InputCounts:
+    """Raise InputError listing every broken rule; return the tables' rows when the input is
+    clean."""
     persons, units = tables.persons, tables.units
     per_unit = persons.groupBy(UNITS.key).agg(F.count(F.lit(1)).alias("_residents"))
     unit_view = units.join(per_unit, UNITS.key, "left").withColumn(
@@ -65,19 +75,31 @@ def check_input(tables: InputTables, schema: Schema) -> None:
         F.lit(True).alias("_unit_found"),
         *[F.min(name).alias(name) for name in UNIT_ONLY_COLUMNS],
     )
-    person_view = persons.join(unit_of_person, UNITS.key, "left")
-    person_view = _with_duplicates(person_view, PERSONS.key)
-    unit_view = _with_duplicates(unit_view, UNITS.key)
-    report = _evaluate(
+    person_view = _with_copies(
+        persons.join(unit_of_person, UNITS.key, "left"), persons, PERSONS.key
+    )
+    unit_view = _with_copies(unit_view, units, UNITS.key)
+    persons_rows, person_report = _evaluate(
         person_view, table_rules(PERSONS, schema), tables.persons_path, PERSONS.key
-    ) + _evaluate(unit_view, table_rules(UNITS, schema), tables.units_path, UNITS.key)
-    if report:
-        raise InputError(report)
+    )
+    units_rows, unit_report = _evaluate(
+        unit_view, table_rules(UNITS, schema), tables.units_path, UNITS.key
+    )
+    if person_report or unit_report:
+        raise InputError(person_report + unit_report)
+    return InputCounts(persons_rows, units_rows)
 
 
-def _with_duplicates(frame: DataFrame, key: str) -> DataFrame:
-    counts = frame.groupBy(key).agg(F.count(F.lit(1)).alias("_copies"))
-    return frame.join(counts, key, "left")
+def _with_copies(view: DataFrame, table: DataFrame, key: str) -> DataFrame:
+    """The view with ``_copies``, the rows of the table that share the row's key (a null
+    key has none). Keys repeat only in a broken input: a clean one costs a count of the
+    key column alone, and only when a key repeats is each row joined to its key's count."""
+    counts = (
+        table.where(F.col(key).isNotNull()).groupBy(key).agg(F.count(F.lit(1)).alias("_copies"))
+    )
+    if counts.where(F.col("_copies") > 1).isEmpty():
+        return view.withColumn("_copies", F.lit(1))
+    return view.join(counts, key, "left")
 
 
 # ---- the rules ----------------------------------------------------------------------------
@@ -182,20 +204,32 @@ def _strict(name: str) -> Column:
 # ---- evaluation ---------------------------------------------------------------------------
 def _evaluate(
     frame: DataFrame, rules: list[Rule], path: str, key: str
-) -> list[tuple[Rule, int, list[str]]]:
-    """Count every rule in one aggregation; fetch samples only for the broken ones."""
+) -> tuple[int, list[tuple[Rule, int, list[str]]]]:
+    """The frame's rows and every rule counted in one aggregation; samples fetched only for
+    the broken rules."""
     counts = frame.agg(
+        F.count(F.lit(1)).alias("rows"),
         *[
             F.sum(F.coalesce(r.broken, F.lit(False)).cast("long")).alias(f"r{i}")
             for i, r in enumerate(rules)
-        ]
+        ],
     ).collect()[0]
     report = []
     for i, rule in enumerate(rules):
         count = counts[f"r{i}"] or 0
         if count:
             report.append((rule, int(count), _samples(frame, rule, path, key)))
-    return report
+    return int(counts["rows"]), report
+
+
+def broken_rules(
+    view: DataFrame, table: DataFrame | None, rules: list[Rule], path: str, key: str
+) -> list[tuple[Rule, int, list[str]]]:
+    """The broken rules of another table (the geography file, ``das.input.geography``),
+    counted and sampled as those of persons and units; ``view`` is ``table`` with the
+    columns the rules read, and gains the ``_copies`` of each key (none without a table)."""
+    view = view if table is None else _with_copies(view, table, key)
+    return _evaluate(view, rules, path, key)[1]
 
 
 def _samples(frame: DataFrame, rule: Rule, path: str, key: str) -> list[str]:

@@ -8,6 +8,7 @@ from which table, and the narrower domain an attribute gives its column.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 
 from das.spec.schema import Attribute, Schema
@@ -331,3 +332,84 @@ def _level_values(attribute: Attribute, level: int) -> str:
             return f"{source} >= {lo}"
         return f"{source} {lo}..{hi}"
     return ""
+
+
+# ---- the geography file (optional) --------------------------------------------------------
+#: The file the run reads the tabulation geography from, in the input directory, unless
+#: the config's ``input.geography`` names another. Without it, the geounits are the blocks
+#: the units name and their GEOID prefixes.
+GEOGRAPHY_FILE = "geography.parquet"
+
+#: The tabulation geography: every block of the run, populated or not, one row each. A
+#: column named after a level between the root and the block (``county``, ``tract``, ...)
+#: gives each block's geounit at that level; a level without one takes the GEOID prefix.
+GEOGRAPHY = Table(name="geography", key="geoid", columns=(GEOID,))
+
+#: Rule: every unit's block is a block of the geography.
+UNKNOWN_BLOCK = Rule(
+    "block-not-in-geography", "units", "geoid", "a block listed in the geography file", "link"
+)
+
+
+def code_column(level: str) -> Column:
+    """A geography column holding the code of each block's geounit at ``level``."""
+    return Column(
+        level,
+        "string",
+        pattern=r"^[0-9A-Za-z_.-]{1,40}$",
+        pattern_allowed=f"the code of the block's {level} geounit: 1 to 40 letters, digits, "
+        "'.', '_' or '-'",
+    )
+
+
+def geography_table(coded: tuple[str, ...]) -> Table:
+    """The geography file's columns: the block GEOID, then the levels it gives codes of."""
+    return Table(GEOGRAPHY.name, GEOGRAPHY.key, (GEOID, *(code_column(name) for name in coded)))
+
+
+def nesting_rule(level: str, parent: str) -> Rule:
+    """All the blocks of a geounit lie in one geounit of the level above."""
+    return Rule(
+        f"{level}-in-one-{parent}",
+        GEOGRAPHY.name,
+        level,
+        f"one {parent} for all the blocks of a {level} (each {level} code with one {parent} code)",
+        "link",
+        shown=(level, parent),
+    )
+
+
+def root_rule(root: str) -> Rule:
+    """Every block lies in the run's one root geounit (a run rooted below the US)."""
+    return Rule(
+        f"one-{root}",
+        GEOGRAPHY.name,
+        root,
+        f"the {root} of the first block: a run rooted at {root} has one {root} geounit",
+        "link",
+    )
+
+
+def geography_rules(
+    schema: Schema, levels: tuple[str, ...], coded: tuple[str, ...], root_prefix: bool
+) -> tuple[Rule, ...]:
+    """Every rule of a geography file with codes for ``coded``, in report order.
+
+    ``levels`` are the run's levels from root to block. A nesting rule is checked between
+    two levels below the root and above the block where either has codes of its own (GEOID
+    prefixes nest by themselves; a block is one row, its parents one per column);
+    ``root_prefix``: the root is a GEOID prefix of positive length (one state, say).
+    """
+    table = geography_table(coded)
+    middle = levels[1:-1]
+    nesting = tuple(
+        nesting_rule(level, parent)
+        for parent, level in itertools.pairwise(middle)
+        if level in coded or parent in coded
+    )
+    return (
+        *(rule for column in table.columns for rule in column_rules(schema, table, column)),
+        key_rule(table),
+        *nesting,
+        *((root_rule(levels[0]),) if root_prefix else ()),
+    )

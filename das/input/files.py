@@ -14,7 +14,7 @@ from __future__ import annotations
 import bz2
 import csv
 import gzip
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
@@ -24,7 +24,15 @@ import pyarrow.parquet as pq
 
 from das.errors import UserError
 from das.input.booleans import check_coded_booleans
-from das.input.contract import PERSONS, STORED_AS, UNITS, Table
+from das.input.contract import (
+    GEOGRAPHY,
+    GEOGRAPHY_FILE,
+    PERSONS,
+    STORED_AS,
+    UNITS,
+    Table,
+    geography_table,
+)
 from das.spec.config import Config
 
 #: Parquet's magic bytes: a Parquet file starts and ends with them.
@@ -72,10 +80,71 @@ def check_input_files(config: Config, input_dir: str) -> None:
             problems += csv_problems(found.files)
         else:
             problems += parquet_problems(found, settings.columns)
+    geography = geography_path(config, input_dir)
+    if geography is not None and "://" not in geography:
+        problems += geography_problems(config, geography)
     if problems:
         raise UserError(_one_message(problems))
     if settings.format == "parquet":
         check_coded_booleans([(t.table, t.files) for t in tables], settings.columns)
+
+
+def geography_path(
+    config: Config, input_dir: str, exists: Callable[[str], bool] | None = None
+) -> str | None:
+    """The geography file of a run: the config's ``input.geography`` (relative to the input
+    directory unless absolute or a URI; a local one must exist), else ``geography.parquet``
+    in the input directory if it exists (a URI's existence is asked of ``exists``, else
+    taken as no), else None: the run derives its geounits from the units."""
+    named = config.file.input.geography
+    if named is None:
+        path = f"{input_dir.rstrip('/')}/{GEOGRAPHY_FILE}"
+        if "://" in path:
+            return path if exists is not None and exists(path) else None
+        return path if Path(path).exists() else None
+    local = "://" not in named and "://" not in input_dir
+    path = named
+    if "://" not in named and not Path(named).is_absolute():
+        path = f"{input_dir.rstrip('/')}/{named}"
+    if local and not Path(path).exists():
+        raise UserError(
+            f"input.geography: {path} does not exist (the geography file the config names; "
+            "without the key a run reads geography.parquet in --input if there is one)"
+        )
+    return path
+
+
+def coded_levels(config: Config, columns: list[str]) -> tuple[str, ...]:
+    """The levels between the root and the block that a geography file gives codes of."""
+    return tuple(level.name for level in config.geography.levels[1:-1] if level.name in columns)
+
+
+def misnamed_columns(config: Config, path: str, columns: list[str]) -> list[str]:
+    """A geography file's columns named after the root or the block level: the root is one
+    geounit and a block's code is its GEOID, so such a column would be silently unused."""
+    ends = (config.geography.root.name, config.geography.block.name)
+    found = [
+        f"{path}: column {name!r} names the {where} level, whose codes the file cannot give "
+        f"({'one geounit' if where == 'root' else 'a block is its geoid'}); drop or rename it"
+        for name, where in zip(ends, ("root", "block"), strict=True)
+        if name in columns
+    ]
+    if GEOGRAPHY.key not in columns:
+        found.append(f"{path}: no column {GEOGRAPHY.key!r}: the geography lists blocks by GEOID")
+    return found
+
+
+def geography_problems(config: Config, path: str) -> list[str]:
+    """A local geography file's footers: readable, a geoid column, codes stored as text or
+    integers, the same types in every file."""
+    files = data_files(path)
+    columns: list[str] = []
+    for file in files:
+        schema, _ = read_footer(file)
+        columns += [] if schema is None else [n for n in schema.names if n not in columns]
+    table = geography_table(coded_levels(config, columns))
+    problems = parquet_problems(TableFiles(table, path, files), {})
+    return problems or misnamed_columns(config, path, columns)
 
 
 def _one_message(problems: list[str]) -> str:

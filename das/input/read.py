@@ -4,19 +4,21 @@ The input is the contract of ``das.input.contract`` (what ``das fixture`` writes
 by ``das.input.tables``. Everything is checked before anything else runs
 (``das.input.check``); then each record is recoded into a cell index of the schema,
 counted per block, and the counts and the units' invariants are summed up the hierarchy
-by GEOID prefix. Nothing per person or per block reaches the driver.
+by GEOID prefix, or by the codes of the geography file (``das.input.geography``), whose
+every block is a geounit, empty or not. Nothing per person or per block reaches the driver.
 """
 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from das.input.check import check_input
 from das.input.contract import PERSONS, UNIT_ONLY_COLUMNS, UNIT_TYPES, UNITS
+from das.input.geography import LevelCodes, level_codes, read_geography
 from das.input.recode import cell_index
 from das.input.tables import load_tables, typed
 from das.spec.config import Config
@@ -32,11 +34,14 @@ class LevelHistograms:
 
     ``frame`` columns: ``geocode`` (string), ``cells`` (array<int>, ascending), ``counts``
     (array<long>, positive, aligned with cells), ``units`` (array<long> of length 8: housing
-    units, then occupied group-quarters facilities of types 1..7).
+    units, then occupied group-quarters facilities of types 1..7). ``parents``: each
+    geounit's ``parent`` code by ``geocode``, where the geography file makes parents
+    other than GEOID prefixes (None: the prefix, ``with_parent``).
     """
 
     level: Level
     frame: DataFrame
+    parents: DataFrame | None = None
 
 
 # ---- records -----------------------------------------------------------------------------
@@ -78,9 +83,24 @@ def block_units(units: DataFrame) -> DataFrame:
     return units.groupBy("geoid").agg(*aggs)
 
 
-def level_histograms(level: Level, counts: DataFrame, unit_counts: DataFrame) -> LevelHistograms:
-    """Sum block counts and unit counts to the geounits of ``level`` (prefix of the GEOID)."""
+def with_parent(frame: DataFrame, histograms: LevelHistograms, parent: Level) -> DataFrame:
+    """``frame`` (a ``geocode`` of the histograms' level per row) with the geounit's
+    ``parent`` code: its GEOID prefix, or the geography file's."""
+    if histograms.parents is None:
+        return frame.withColumn("parent", geocode_of("geocode", parent.length))
+    return frame.join(histograms.parents, "geocode", "inner")
+
+
+def level_histograms(
+    level: Level, counts: DataFrame, unit_counts: DataFrame, codes: LevelCodes | None = None
+) -> LevelHistograms:
+    """Sum block counts and unit counts to the geounits of ``level`` (prefix of the GEOID,
+    or the geography file's codes: then every geounit of the file has a row, empty or not)."""
     code = geocode_of("geoid", level.length)
+    if codes is not None and codes.blocks is not None:
+        counts = counts.join(codes.blocks, "geoid", "inner")
+        unit_counts = unit_counts.join(codes.blocks, "geoid", "inner")
+        code = F.col("_code")
     hist = (
         counts.groupBy(code.alias("geocode"), "cell")
         .agg(F.sum("count").alias("count"))
@@ -95,13 +115,16 @@ def level_histograms(level: Level, counts: DataFrame, unit_counts: DataFrame) ->
         .select("geocode", F.array(*[F.col(c).cast("long") for c in unit_cols]).alias("units"))
     )
     empty_cells = F.array().cast("array<int>")
-    frame = hist.join(invariants, "geocode", "full_outer").select(
+    joined = hist.join(invariants, "geocode", "full_outer")
+    if codes is not None:  # the input's blocks are all in the file (checked)
+        joined = codes.geounits.join(joined, "geocode", "left")
+    frame = joined.select(
         "geocode",
         F.coalesce("cells", empty_cells).alias("cells"),
         F.coalesce("counts", F.array().cast("array<long>")).alias("counts"),
         F.coalesce("units", F.array_repeat(F.lit(0).cast("long"), UNIT_TYPES)).alias("units"),
     )
-    return LevelHistograms(level=level, frame=frame)
+    return LevelHistograms(level, frame, None if codes is None else codes.parents)
 
 
 def read_histograms(
@@ -113,6 +136,7 @@ def read_histograms(
         log.info("read: %s opened: %s rows", path, f"{frame.count():,}")
     log.info("read: checking the input contract (every rule, one pass per table)")
     check_input(tables, config.schema)
+    geography = read_geography(spark, config, input_dir, tables.units, tables.units_path)
     log.info("read: input checked; building the histograms of every level")
     persons, units = typed(tables)
     counts = block_counts(config.schema, persons, units).cache()
@@ -121,10 +145,13 @@ def read_histograms(
     # invariant totals) and the metrics: cached (memory, spilling to disk), the aggregation
     # runs once per level instead of once per use. They are small beside the input: one row
     # per geounit with its nonzero cells.
-    return {
-        level.name: LevelHistograms(level, level_histograms(level, counts, unit_counts).frame.cache())
-        for level in config.geography.levels
-    }
+    histograms = {}
+    for index, level in enumerate(config.geography.levels):
+        codes = None if geography is None else level_codes(geography, config.geography, index)
+        built = level_histograms(level, counts, unit_counts, codes)
+        parents = None if built.parents is None else built.parents.cache()
+        histograms[level.name] = replace(built, frame=built.frame.cache(), parents=parents)
+    return histograms
 
 
 def count_geounits(histograms: dict[str, LevelHistograms]) -> dict[str, int]:

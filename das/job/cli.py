@@ -146,6 +146,32 @@ def parser() -> argparse.ArgumentParser:
     validate.add_argument("--output", required=True, help="the run's output directory")
     add_conf_argument(validate)
 
+    audit = add_command(commands, "audit", "reconstruction audit of a finished run (confidential)")
+    audit.add_argument("--input", required=True, help="the run's input directory")
+    audit.add_argument("--output", required=True, help="the run's output directory")
+    audit.add_argument(
+        "--confidential",
+        metavar="DIR",
+        help="the run's confidential directory (default: <output>-confidential); audit.json "
+        "is written there",
+    )
+    add_conf_argument(audit)
+
+    check = add_command(commands, "check", "check an input against the contract, nothing else")
+    check.add_argument("config", help="run configuration (TOML): the schema and the input files")
+    check.add_argument("--input", required=True, help="directory with the persons and units tables")
+    check.add_argument(
+        "--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+        help="override a config key, e.g. --set input.format=csv (repeatable)",
+    )  # fmt: skip
+    add_conf_argument(check)
+
+    estimate = add_command(
+        commands, "estimate", "recompute a run's estimates/ (BLUE) from its public files"
+    )
+    estimate.add_argument("output", help="the run's output directory (nmf/, invariants/, run.json)")
+    add_conf_argument(estimate)
+
     fixture = add_command(commands, "fixture", "write a deterministic test input")
     kinds = fixture.add_subparsers(dest="kind", required=True)
     blocks = add_command(kinds, "blocks", "expand real block counts into persons and units")
@@ -158,9 +184,14 @@ def parser() -> argparse.ArgumentParser:
     pl94.add_argument("path", help="e.g. ri2018_e2e_pl_prototype_subset.parquet")
     pl94.add_argument("--seed", type=int, required=True)
     pl94.add_argument("--out", required=True)
-    synthetic = add_command(kinds, "synthetic", "a synthetic state of any size")
+    synthetic = add_command(kinds, "synthetic", "synthetic states of any size and shape")
     synthetic.add_argument("--persons", type=int, required=True)
-    synthetic.add_argument("--counties", type=int, help="number of counties (default: by size)")
+    synthetic.add_argument("--states", type=int, default=1, help="number of states (default 1)")
+    synthetic.add_argument("--counties", type=int, help="counties per state (default: by size)")
+    synthetic.add_argument("--tracts", type=int, help="tracts per county (default: by size)")
+    synthetic.add_argument(
+        "--empty-blocks", metavar="F", help="share of blocks with nobody, e.g. 1/3 (default ~0.4)"
+    )
     synthetic.add_argument("--seed", type=int, required=True)
     synthetic.add_argument("--out", required=True)
     add_cluster_arguments(commands)
@@ -225,13 +256,13 @@ def fixture_command(args: argparse.Namespace) -> None:
 
         summary = write_pl94_fixture(Path(args.path), Path(args.out), args.seed)
     else:
-        from das.fixtures.synthetic import write_synthetic_fixture
+        from das.fixtures.synthetic import Shape, share_argument, write_synthetic_fixture
 
         if args.persons < 0:
             raise UserError(f"--persons must be >= 0, got {args.persons}")
-        summary = write_synthetic_fixture(
-            args.persons, Path(args.out), args.seed, counties=args.counties
-        )
+        empty = share_argument(args.empty_blocks)
+        shape = Shape(args.states, args.counties, args.tracts, empty)
+        summary = write_synthetic_fixture(args.persons, Path(args.out), args.seed, shape=shape)
     print(
         f"fixture written to {args.out}: {summary.persons:,} persons, {summary.units:,} units, "
         f"{summary.blocks:,} blocks"
@@ -290,6 +321,34 @@ def check_validate_paths(input_dir: str, output: str) -> None:
         check_input_dir(files, input_dir, config)
 
 
+def check_command(args: argparse.Namespace) -> None:
+    """Exit 0 with a summary of a clean input; exit 2 with the per-rule report."""
+    from das.job.check import check_only, render_check
+    from das.spark.session import parse_spark_conf
+    from das.spec.config import load_config
+
+    spark_conf = parse_spark_conf(args.conf)
+    config = load_config(args.config, overrides=args.overrides)
+    print(render_check(check_only(config, args.input, spark_conf=spark_conf)))
+
+
+def audit_command(args: argparse.Namespace) -> None:
+    from das.job.audit import audit_paths, render_audit, run_audit
+    from das.spark.session import parse_spark_conf
+
+    spark_conf = parse_spark_conf(args.conf)
+    summary = run_audit(args.input, args.output, args.confidential, spark_conf)
+    confidential = audit_paths(args.input, args.output, args.confidential).confidential
+    print(render_audit(summary, confidential))
+
+
+def estimate_command(args: argparse.Namespace) -> None:
+    from das.job.estimate import estimate_command_body
+    from das.spark.session import parse_spark_conf
+
+    print(estimate_command_body(args.output, parse_spark_conf(args.conf)))
+
+
 def cluster_command(args: argparse.Namespace) -> None:
     from das.cluster.standalone import load_state, start_cluster, stop_cluster
 
@@ -323,6 +382,9 @@ COMMANDS = {
     "run": run_command,
     "fixture": fixture_command,
     "validate": validate_command,
+    "check": check_command,
+    "estimate": estimate_command,
+    "audit": audit_command,
     "cluster": cluster_command,
 }
 

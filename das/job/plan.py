@@ -15,7 +15,7 @@ from das.input.files import check_input_files
 from das.job.files import LocalFiles, is_local
 from das.job.preflight import RunPaths, check_apart, check_input_dir, check_new_dir
 from das.job.record import FINGERPRINT_JSON, RUN_JSON
-from das.output.certificate import LevelBudget, privacy_section
+from das.output.certificate import LevelBudget, Privacy, privacy_section
 from das.postprocess.solvers import check_solver
 from das.spec.config import Config
 
@@ -80,11 +80,27 @@ def _rho(value: Fraction) -> str:
     return f"{value!s:>26}  {float(value):.6g}"
 
 
-def _level_lines(level: LevelBudget, length: int) -> list[str]:
+def _level_lines(
+    level: LevelBudget, length: int, unused: frozenset[str] = frozenset()
+) -> list[str]:
+    """The level's line, then one per query; ``unused``: its queries spent without use."""
     head = f"{level.name} (prefix {length}, {len(level.queries)} queries)"
     lines = [f"  {head:<38}{_rho(level.rho)}"]
-    lines += [f"    {q.name:<36}{_rho(q.rho)}" for q in level.queries]
+    lines += [
+        f"    {q.name:<36}{_rho(q.rho)}" + ("  spent without use" if q.name in unused else "")
+        for q in level.queries
+    ]
     return lines
+
+
+def _unused_lines(privacy: Privacy) -> list[str]:
+    """The shares spent on invariant answers (``budget.spend_on_invariants``), in words."""
+    return [
+        f"spent without use: {u.level} {u.query}, {u.share} of the level's rho "
+        f"({u.rho} ~ {float(u.rho):.6g}): its answer is invariant there, the measurement "
+        "is published but never used"
+        for u in privacy.spent_without_use
+    ]
 
 
 def render_plan(config: Config, paths: RunPaths) -> str:
@@ -100,7 +116,8 @@ def render_plan(config: Config, paths: RunPaths) -> str:
         f"  {'level / query':<38}{'rho (exact)':>26}  rho",
     ]
     for level in privacy.levels:
-        lines += _level_lines(level, lengths[level.name])
+        unused = frozenset(u.query for u in privacy.spent_without_use if u.level == level.name)
+        lines += _level_lines(level, lengths[level.name], unused)
     queries = sum(len(level.queries) for level in privacy.levels)
     total = f"total ({len(privacy.levels)} levels, {queries} queries)"
     lines += [
@@ -109,6 +126,7 @@ def render_plan(config: Config, paths: RunPaths) -> str:
         f"privacy: rho = {privacy.rho} ({float(privacy.rho):.6g})-zCDP, i.e. "
         f"(epsilon = {privacy.epsilon_cks:.4f}, delta = {float(privacy.delta):.3g})-DP "
         "(Canonne, Kamath, Steinke 2020)",
+        *_unused_lines(privacy),
         "",
         "outputs:",
         *output_lines(paths),

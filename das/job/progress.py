@@ -29,6 +29,7 @@ log = logging.getLogger("das.progress")
 PHASE_WEIGHTS = {
     "read": 23.0,
     "measure": 11.1,
+    "estimate": 5.0,
     "solve us": 1.7,
     "solve state": 1.5,
     "solve county": 1.7,
@@ -51,7 +52,7 @@ ETA_METHOD = (
 def run_phases(levels: Sequence[str]) -> tuple[str, ...]:
     """The phases of a run, in order (``das.job.run`` names its phases so)."""
     solves = tuple(f"solve {level}" for level in levels)
-    return ("read", "measure", *solves, "write", "metrics (confidential)", "validate")
+    return ("read", "measure", "estimate", *solves, "write", "metrics (confidential)", "validate")
 
 
 def remaining_seconds(

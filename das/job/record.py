@@ -14,6 +14,7 @@ from typing import Any
 from pyspark.sql import SparkSession
 
 from das.errors import UserError
+from das.input.files import geography_path
 from das.job.files import Facts, Files
 from das.spark import storage
 from das.spec.config import Config
@@ -40,11 +41,14 @@ def config_text(config: Config) -> str:
 
 
 def input_fingerprint(files: Files, input_dir: str, config: Config) -> Fingerprint:
-    """The files of the two input tables, as Spark reads them. A missing table is left to
-    the input checks, which refuse it by name."""
+    """The files of the two input tables and of the geography file, as Spark reads them. A
+    missing table is left to the input checks, which refuse it by name."""
     found: Fingerprint = {}
-    for table in (config.file.input.persons, config.file.input.units):
-        path = join(input_dir, table)
+    root = join(input_dir, "")
+    geography = geography_path(config, input_dir, lambda uri: files.kind(uri) != "missing")
+    tables = [join(input_dir, config.file.input.persons), join(input_dir, config.file.input.units)]
+    for path in tables if geography is None else [*tables, geography]:
+        table = path.removeprefix(root)
         if files.kind(path) == "missing":
             continue
         facts = files.facts(path)

@@ -4,6 +4,8 @@ Output layout under ``--output`` (public):
 
 - ``run.json``          the effective configuration; ``--resume`` refuses a different one
 - ``nmf/``              noisy measurement file
+- ``invariants/``       the totals held exact (where configured)
+- ``estimates/``        the BLUE of every measured query at every geounit, with variances
 - ``levels/<level>/``   checkpoint of each level's protected histograms (resume points)
 - ``mdf/``              protected microdata
 - ``certificate.json``, ``certificate.md``
@@ -32,8 +34,10 @@ from das.confidential.error_sums import noise_errors
 from das.confidential.report import write_metrics
 from das.confidential.tables import read_measurement_errors, run_errors, write_measurement_errors
 from das.errors import InternalError
+from das.estimate.pipeline import estimate_output
 from das.input.files import check_input_files
 from das.input.read import LevelHistograms, count_geounits, read_histograms
+from das.job.estimate import write_run_invariants
 from das.job.failure import cleaned_on_failure
 from das.job.plan import noise_source
 from das.job.preflight import Checked, RunPaths, check_run, run_paths
@@ -134,6 +138,17 @@ def _run(
     nmf, noise_source, measurement = measure(
         spark, config, histograms, geounits, paths, resume, progress
     )
+    with phase(progress, "estimate"):  # the BLUE, from the public NMF and invariants only
+        write_run_invariants(spark, config, histograms, output)
+        coded = [name for name, level in histograms.items() if level.parents is not None]
+        if coded:  # das.estimate finds a geounit's parent by GEOID prefix
+            log.warning(
+                "estimate: not computed: the geography file gives parents that are not "
+                "GEOID prefixes (levels %s), and the estimate finds parents by prefix",
+                ", ".join(coded),
+            )
+        else:
+            estimate_output(spark, config, output)
     reports, protected = solve_levels(spark, config, nmf, histograms, geounits, output, progress)
     blocks = protected[config.geography.block.name]
     with phase(progress, "write"):

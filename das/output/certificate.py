@@ -69,6 +69,25 @@ class LevelBudget:
 
 
 @dataclass(frozen=True)
+class UnusedShare:
+    """A share spent on a query whose answer is invariant at its level (as the config
+    allows by ``budget.spend_on_invariants``): measured, published, never used."""
+
+    level: str
+    query: str
+    share: Fraction  # of the level's rho
+    rho: Fraction
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "level": self.level,
+            "query": self.query,
+            "share_of_level": _exact(self.share),
+            "rho": _exact(self.rho),
+        }
+
+
+@dataclass(frozen=True)
 class Privacy:
     """What is protected and how: the guarantee, and the exact budget spent per level and
     query with the (epsilon, delta) it implies."""
@@ -80,6 +99,7 @@ class Privacy:
     epsilon_cks: float
     epsilon_bun_steinke: float
     levels: tuple[LevelBudget, ...]
+    spent_without_use: tuple[UnusedShare, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -92,6 +112,7 @@ class Privacy:
             "epsilon_cks": self.epsilon_cks,
             "epsilon_bun_steinke": self.epsilon_bun_steinke,
             "levels": {level.name: level.to_dict() for level in self.levels},
+            "spent_without_use": [share.to_dict() for share in self.spent_without_use],
         }
 
 
@@ -219,6 +240,12 @@ def privacy_section(config: Config) -> Privacy:
         epsilon_cks=cks_epsilon(rho, delta),
         epsilon_bun_steinke=bun_steinke_epsilon(rho, delta),
         levels=levels,
+        spent_without_use=tuple(
+            UnusedShare(
+                level, query, budget.query_shares[level][query], budget.query_rho(level, query)
+            )
+            for level, query in budget.spent_without_use()
+        ),
     )
 
 
@@ -328,11 +355,31 @@ def _privacy_lines(privacy: Privacy) -> list[str]:
         "| level | query | rho | sigma^2 |",
         "|---|---|---|---|",
     ]
+    unused = {(u.level, u.query) for u in privacy.spent_without_use}
     for level in privacy.levels:
         lines.append(f"| **{level.name}** | (all) | {level.rho} | |")
         for q in level.queries:
-            lines.append(f"| | {q.name} | {q.rho} | {float(q.sigma2):.6g} |")
-    return lines
+            note = " (spent without use)" if (level.name, q.name) in unused else ""
+            lines.append(f"| | {q.name}{note} | {q.rho} | {float(q.sigma2):.6g} |")
+    return lines + _unused_lines(privacy.spent_without_use)
+
+
+def _unused_lines(unused: Sequence[UnusedShare]) -> list[str]:
+    """The shares spent on invariant answers, said in words below the table."""
+    if not unused:
+        return []
+    return [
+        "",
+        "Spent without use: the answer is invariant at its level, so its measurement is "
+        "published but post-processing never uses it (the configuration spends it knowingly: "
+        "budget.spend_on_invariants).",
+        "",
+        *[
+            f"- {u.level} {u.query}: {u.share} of the level's rho, rho = {u.rho} "
+            f"~ {float(u.rho):.6g}."
+            for u in unused
+        ],
+    ]
 
 
 def _held_exact_lines(guarantee: Guarantee) -> list[str]:

@@ -3,10 +3,11 @@
 The validator reads the protected microdata, the noisy measurement file and the
 certificate back from disk, and the units and persons tables from the input, and checks
 with its own Spark queries (not the engine's recodes or solver): columns and domains,
-record numbering, structural zeros, the exact invariants (totals where configured, and
-group-quarters / housing-unit bounds per block), record counts, the run's mode on every
-public Parquet file, and that the certificate's budget adds up (the run passes its
-certificate before writing it). It returns the list of violations; empty means valid.
+record numbering, structural zeros, every block in the geography file (if the run had
+one), the exact invariants (totals where configured, and group-quarters / housing-unit
+bounds per block), record counts, the run's mode on every public Parquet file, and
+that the certificate's budget adds up (the run passes its certificate before writing
+it). It returns the list of violations; empty means valid.
 """
 
 from __future__ import annotations
@@ -21,13 +22,15 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from das.errors import InternalError, UserError
-from das.input.contract import UNITS
+from das.input.contract import GEOGRAPHY, UNITS
+from das.input.geography import BlockGeography, load_geography
 from das.input.tables import load_tables
 from das.output.microdata import GEOGRAPHY_COLUMNS
 from das.privacy.measure import NMF_SCHEMA
 from das.spark import storage
 from das.spark.marks import RunMode, check_marks
 from das.spec.config import Config, build_config
+from das.spec.geography import Level
 from das.spec.schema import Schema
 
 MAX_EXAMPLES = 5
@@ -74,7 +77,9 @@ def validate_run(
     units = _units(spark, config, input_dir)
     problems += numbering
     problems += check_structural_zeros(decoded, config.schema)
-    problems += check_totals(spark, decoded, config, input_dir)
+    geography = load_geography(spark, config, input_dir)
+    problems += check_listed(decoded, geography)
+    problems += check_totals(spark, decoded, config, input_dir, geography)
     problems += check_facilities(decoded, units, config.schema)
     problems += check_nmf(spark, output)
     problems += check_marks(spark, output, RunMode.of(config.seed))
@@ -240,14 +245,39 @@ def check_structural_zeros(decoded: DataFrame, schema: Schema) -> list[str]:
     return _flag_all(decoded, checks)
 
 
+def check_listed(decoded: DataFrame, geography: BlockGeography | None) -> list[str]:
+    """Every block of the MDF is a block of the geography file (when the run had one)."""
+    if geography is None:
+        return []
+    listed = geography.frame.select(
+        F.col(GEOGRAPHY.key).alias("_geoid"), F.lit(True).alias("_listed")
+    )
+    blocks = decoded.groupBy("_geoid").agg(F.count(F.lit(1)).alias("records"))
+    return _flag_all(
+        blocks.join(listed, "_geoid", "left"),
+        [
+            (
+                F.col("_listed").isNull(),
+                f"records in a block that {geography.path} does not list",
+                ["_geoid", "records"],
+            )
+        ],
+    )
+
+
 def check_totals(
-    spark: SparkSession, decoded: DataFrame, config: Config, input_dir: str
+    spark: SparkSession,
+    decoded: DataFrame,
+    config: Config,
+    input_dir: str,
+    geography: BlockGeography | None = None,
 ) -> list[str]:
     """Where the total is invariant, every geounit's record count equals the input's.
 
     Each side is counted per geounit of every such level in one aggregation (a record
-    stands in one row per level, keyed by its geoid's prefix), and the two are joined
-    once: a pass over the MDF and one over the input instead of one of each per level.
+    stands in one row per level, keyed by its geoid's prefix, or by the geography file's
+    code for a level it gives codes of), and the two are joined once: a pass over the MDF
+    and one over the input instead of one of each per level.
     """
     level_name = config.total_invariant_level
     if level_name is None:
@@ -256,20 +286,7 @@ def check_totals(
     levels = geo.levels[: geo.index(level_name) + 1]
 
     def per_geounit(frame: DataFrame, geoid: str, name: str) -> DataFrame:
-        def code(length: int) -> Column:
-            return F.substring(geoid, 1, length) if length else F.lit("")
-
-        keys = F.array(
-            *[
-                F.struct(F.lit(level.name).alias("level"), code(level.length).alias("geocode"))
-                for level in levels
-            ]
-        )
-        return (
-            frame.select(F.explode(keys).alias("key"))
-            .groupBy(F.col("key.level").alias("level"), F.col("key.geocode").alias("geocode"))
-            .agg(F.count(F.lit(1)).alias(name))
-        )
+        return _per_geounit(frame, geoid, name, levels, geography)
 
     both = (
         per_geounit(decoded, "_geoid", "protected")
@@ -290,6 +307,39 @@ def check_totals(
             )
             for level in levels
         ],
+    )
+
+
+def _per_geounit(
+    frame: DataFrame,
+    geoid: str,
+    name: str,
+    levels: Sequence[Level],
+    geography: BlockGeography | None,
+) -> DataFrame:
+    """Rows of ``frame`` counted per geounit of each level (column ``name``): by the GEOID
+    prefix in column ``geoid``, or by the geography file's code for a level it codes."""
+    coded = [lv.name for lv in levels if geography is not None and lv.name in geography.coded]
+
+    def code(level: Level) -> Column:
+        if level.name in coded:
+            return F.col(f"_code_{level.name}")
+        return F.substring(geoid, 1, level.length) if level.length else F.lit("")
+
+    if geography is not None and coded:
+        codes = [F.col(c).alias(f"_code_{c}") for c in coded]
+        blocks = geography.frame.select(F.col(GEOGRAPHY.key).alias(geoid), *codes)
+        frame = frame.join(blocks, geoid, "left")
+    keys = F.array(
+        *[
+            F.struct(F.lit(level.name).alias("level"), code(level).alias("geocode"))
+            for level in levels
+        ]
+    )
+    return (
+        frame.select(F.explode(keys).alias("key"))
+        .groupBy(F.col("key.level").alias("level"), F.col("key.geocode").alias("geocode"))
+        .agg(F.count(F.lit(1)).alias(name))
     )
 
 

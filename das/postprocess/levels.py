@@ -13,16 +13,17 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from functools import partial
 
 import numpy as np
 import pyarrow as pa
 from pyspark import Accumulator
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 
 from das.errors import UserError
-from das.input.read import LevelHistograms, geocode_of
+from das.input.read import LevelHistograms, with_parent
 from das.postprocess.family import (
     SOLUTION_ARROW,
     LevelPlan,
@@ -92,19 +93,15 @@ def solve_level(
     this level, on the executors (see ``_by_size`` and ``_by_hash`` for how the families
     are brought together)."""
     plan = level_plan(config, histograms.level.name)
-    parent_of = geocode_of("geocode", parent_level.length)
-    children = (
-        _invariants(histograms, plan)
-        .withColumn("parent", parent_of)
-        .join(
-            parents.select(
-                F.col("geocode").alias("parent"),
-                F.col("cells").alias("parent_cells"),
-                F.col("counts").alias("parent_counts"),
-            ),
-            "parent",
-            "inner",
-        )
+    parent_of = partial(with_parent, histograms=histograms, parent=parent_level)
+    children = parent_of(_invariants(histograms, plan)).join(
+        parents.select(
+            F.col("geocode").alias("parent"),
+            F.col("cells").alias("parent_cells"),
+            F.col("counts").alias("parent_counts"),
+        ),
+        "parent",
+        "inner",
     )
     size = config.schema.size
 
@@ -160,7 +157,7 @@ def _by_hash(
     nmf: DataFrame,
     children: DataFrame,
     plan: LevelPlan,
-    parent_of: Column,
+    parent_of: Callable[[DataFrame], DataFrame],
     solve: Callable[[pa.Table], pa.Table],
 ) -> DataFrame:
     """Many parents (block groups, blocks): no family is a large share of the level, and
@@ -170,9 +167,9 @@ def _by_hash(
     (``family_table``): pivoting in Spark first shuffled every noisy answer twice, by
     geounit and then by parent.
     """
-    answers = nmf.filter(F.col("level") == plan.level).select(
-        parent_of.alias("parent"), "geocode", "query", "values"
-    )
+    answers = parent_of(
+        nmf.filter(F.col("level") == plan.level).select("geocode", "query", "values")
+    ).select("parent", "geocode", "query", "values")
     return (
         answers.groupBy("parent")
         .cogroup(children.groupBy("parent"))

@@ -39,6 +39,7 @@ from das.postprocess.compact import (
 )
 from das.postprocess.failsafe import feasible_point, relax, relaxed_problem
 from das.postprocess.l2.nnls import L2Result, solve_l2
+from das.postprocess.parts import round_in_parts
 from das.postprocess.problem import UNBOUNDED, FixedQuery, Measurement, ParentProblem
 from das.postprocess.rounding import MIP_RELATIVE_GAP, MIP_TIME_LIMIT, RoundingResult, round_counts
 from das.postprocess.solution_check import check_solution
@@ -173,7 +174,9 @@ def solve_parent(
     l2_start = time.perf_counter()
     fit = solve_l2(cp, feasible)
     rounding_start = time.perf_counter()
-    rounded = round_counts(cp, fit.x, mip_time_limit, relative_gap=mip_gap)
+    rounded = round_in_parts(cp, fit.x, mip_time_limit, mip_gap) or round_counts(
+        cp, fit.x, mip_time_limit, relative_gap=mip_gap
+    )
     return _solution(problem, lay, cp, fit, rounded, reason, (start, l2_start, rounding_start))
 
 

@@ -30,7 +30,7 @@ TEST_WARNING = (
     "TEST MODE: the noise comes from a fixed seed, which these files give away; not for release"
 )
 #: The run's public Parquet outputs, under its output root.
-PUBLIC_PARQUET = ("mdf", "nmf", "levels")
+PUBLIC_PARQUET = ("mdf", "nmf", "invariants", "estimates", "levels")
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import tomllib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -19,7 +19,7 @@ import numpy as np
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, Strict, ValidationError
 
 from das.errors import UserError
-from das.spec.budget import Budget
+from das.spec.budget import Budget, check_invariant_shares, invariant_answers
 from das.spec.exact import parse_fraction
 from das.spec.geography import DEFAULT_LEVELS, Geography
 from das.spec.schema import Query, Schema, load_schema
@@ -49,6 +49,9 @@ class InputSection(_Section):
     persons: str = "persons.parquet"
     units: str = "units.parquet"
     columns: dict[str, str] = {}
+    #: The tabulation geography (Parquet; relative to the input directory unless absolute
+    #: or a URI). None: ``geography.parquet`` in the input directory if there is one.
+    geography: str | None = None
 
 
 class GeographySection(_Section):
@@ -61,6 +64,9 @@ class BudgetSection(_Section):
     delta: ExactFraction = Fraction(1, 10**10)
     geolevels: dict[str, ExactFraction]
     queries: dict[str, dict[str, ExactFraction]]
+    #: level -> queries whose share is spent knowingly on an answer invariant there
+    #: (refused otherwise: das.spec.budget.check_invariant_shares)
+    spend_on_invariants: dict[str, list[str]] = {}
 
 
 class StrategySection(_Section):
@@ -212,6 +218,9 @@ def _derive(file: ConfigFile, origin: str) -> Config:
     invariant_level = file.strategy.invariants.get("total")
     if invariant_level is not None:
         geography.level(invariant_level)
+    invariant = invariant_answers(schema, geography.names, queries, invariant_level)
+    spent = check_invariant_shares(budget, invariant, file.budget.spend_on_invariants)
+    budget = replace(budget, spent_on_invariants=spent)
     return Config(
         path=origin,
         file=file,

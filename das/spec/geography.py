@@ -1,9 +1,11 @@
-"""Geographic levels as prefixes of the block GEOID.
+"""Geographic levels, by default prefixes of the block GEOID.
 
 A block GEOID is 15 digits (state 2 + county 3 + tract 6 + block 4; the block group is the
 block's first digit). Each level is named with the length of the prefix that identifies
 its geounits, so a geounit's parent is found by cutting its code shorter: no lookup table,
-and a run rooted at a state simply starts the chain at length 2.
+and a run rooted at a state simply starts the chain at length 2. A geography file
+(``das.input.geography``) can list empty blocks and give any level explicit codes instead
+of prefixes; the levels and their order stay those declared here.
 """
 
 from __future__ import annotations

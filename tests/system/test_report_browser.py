@@ -71,6 +71,16 @@ def test_page_loads_every_image_and_logs_nothing(tmp_path):
     assert console == []  # the page has no script: any console line is an error
 
 
+def test_page_with_the_audit_section_loads_its_figure_too(tmp_path):
+    from tests.unit.confidential.audit.examples import example_audit
+
+    page = tmp_path / "report.html"
+    page.write_text(report_page(metrics(), demo_run(), example_audit()), encoding="utf-8")
+    title, console = _load(page, tmp_path / "profile")
+    assert title == "loaded images=3 broken=0 errors=0"
+    assert console == []
+
+
 def test_probe_sees_a_broken_image_and_a_console_error(tmp_path):
     """The check above can fail: a broken image and a script error are both caught."""
     page = _write_page(tmp_path)

@@ -19,6 +19,7 @@ from scipy.linalg import lapack
 
 from das.errors import InternalError
 from das.postprocess.l2.kkt import LOWER, ROW, UPPER, ActiveSet, Duals, Normal, Point
+from das.postprocess.threads import family_threads, map_in_threads
 
 if TYPE_CHECKING:
     from das.postprocess.compact import CompactProblem
@@ -29,6 +30,10 @@ if TYPE_CHECKING:
 #: per-call overhead, which stacking removes, while padding children of a few hundred free
 #: blocks to the widest one costs more than it saves.
 STACKED_MAX_BLOCKS = 64
+
+#: From this many children above STACKED_MAX_BLOCKS (a county's tracts), their
+#: eliminations run on ``das.postprocess.threads``' threads (LAPACK releases the GIL).
+THREADED_MIN_CHILDREN = 64
 
 
 @dataclass(frozen=True)
@@ -309,8 +314,10 @@ def equality_solve(
         if stacked is None:
             return None
         stacks.append(stacked)
-    for c in np.flatnonzero(sizes > STACKED_MAX_BLOCKS):
-        face = _child_face(cp, normal, active, int(c), eq_rows)
+    large = [int(c) for c in np.flatnonzero(sizes > STACKED_MAX_BLOCKS)]
+    threads = family_threads() if len(large) >= THREADED_MIN_CHILDREN else 1
+    faces = map_in_threads(lambda c: _child_face(cp, normal, active, c, eq_rows), large, threads)
+    for face in faces:
         if face is None:
             return None
         stacks.append(face)

@@ -1,8 +1,8 @@
 """A metrics table shaped like a demo run's, and the demo run's description, for the report.
 
 The table comes from error sums through ``summarise`` (so it has the real margins), with
-the quirks of a real run: the US total is reported but not measured (no noisy row), the
-invariant totals are exact, and the rows are not in hierarchy order.
+the quirks of a real run: the invariant (US and state) totals are reported but not measured
+(no noisy row) and are exact, and the rows are not in hierarchy order.
 """
 
 from __future__ import annotations
@@ -32,15 +32,15 @@ def demo_run() -> RunInfo:
 
 def metrics(diversity: bool = True, noisy: bool = True) -> pd.DataFrame:
     """The metrics table over LEVELS: protected everywhere, noisy where measured (not the
-    US total). ``diversity=False``: a schema without race (every diversity bin "all")."""
+    invariant totals). ``diversity=False``: a schema without race (every diversity bin "all")."""
     rng = np.random.default_rng(7)
     rows = []
     for level in LEVELS:
         spread = {("10000+", "0.5-1"): 1} if level == "us" else SPREAD
         for source in ("protected", "noisy") if noisy else ("protected",):
             for query, cells in QUERIES.items():
-                if source == "noisy" and level == "us" and query == "total":
-                    continue
+                if source == "noisy" and level in INVARIANT and query == "total":
+                    continue  # an invariant total is not measured
                 scale = 1.0 if source == "protected" else 3.0
                 for (size, div), geounits in spread.items():
                     n = geounits * cells

@@ -105,14 +105,15 @@ def test_levels_in_hierarchy_order_not_the_tables(page):
         assert [row[0] for row in page.tables[query]] == list(LEVELS)
 
 
-def test_unmeasured_us_total_has_no_noisy_answer_and_is_left_out_of_the_figure(page):
+def test_unmeasured_invariant_totals_have_no_noisy_answer_and_are_left_out_of_the_figure(page):
     run = demo_run()
     total = by_level(metrics(), run.levels, "total", run.measured)
-    assert plotted_levels(total) == list(LEVELS[1:])
+    assert plotted_levels(total) == list(LEVELS[2:])  # the US and state totals: invariant
     detailed = by_level(metrics(), run.levels, "votingage*hispanic*cenrace", run.measured)
     assert plotted_levels(detailed) == list(LEVELS)
-    us = page.tables["total"][0]
+    us, state = page.tables["total"][:2]
     assert us[0] == "us" and us.count("not measured") == 3  # MAE, mean signed, RMSE
+    assert state[0] == "state" and state.count("not measured") == 3
 
 
 def test_protected_beside_noisy_values(page):

@@ -45,8 +45,22 @@ def test_the_plan_states_every_level_and_query_exactly():
             name, exact, decimal = next(lines).split()
             assert name == query.name and Fraction(exact) == budget.query_rho(level, name)
             assert float(decimal) == pytest.approx(float(Fraction(exact)), rel=1e-5)
-    total = next(v for k, v in rows.items() if k.startswith("total (6 levels, 65 queries)"))
+    total = next(v for k, v in rows.items() if k.startswith("total (6 levels, 64 queries)"))
     assert total[0] == budget.rho == Fraction(293764, 114921)
+
+
+def test_the_plan_says_which_shares_are_spent_without_use():
+    config = load_config(ROOT / "configs" / "pl94_2020_census.toml")
+    text = render_plan(config, run_paths("in", "out"))
+    rho = config.budget.query_rho("state", "total")
+    state = text.split("  state (prefix 2", 1)[1]
+    assert f"    total{rho!s:>57}  0.826998  spent without use\n" in state
+    assert (
+        "\nspent without use: state total, 3773/4097 of the level's rho "
+        f"({rho} ~ 0.826998): its answer is invariant there, the measurement is published "
+        "but never used\n"
+    ) in text
+    assert "without use" not in render_plan(load_config(DEMO, seed=1), run_paths("in", "out"))
 
 
 def test_the_plan_states_the_certificates_epsilon_noise_and_outputs():

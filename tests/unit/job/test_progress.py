@@ -13,12 +13,12 @@ def test_clock():
 
 def test_the_phases_of_a_run_are_known_in_advance_and_all_weighted():
     plan = run_phases(LEVELS)
-    assert plan[:2] == ("read", "measure") and plan[-3:] == (
+    assert plan[:3] == ("read", "measure", "estimate") and plan[-3:] == (
         "write",
         "metrics (confidential)",
         "validate",
     )
-    assert plan[2:-3] == tuple(f"solve {level}" for level in LEVELS)
+    assert plan[3:-3] == tuple(f"solve {level}" for level in LEVELS)
     assert set(plan) == set(PHASE_WEIGHTS)
 
 
@@ -41,7 +41,7 @@ def test_a_skipped_phase_does_not_count_as_done():
 def test_a_level_of_another_name_weighs_as_an_average_level():
     plan = run_phases(("state", "district", "block"))
     left = remaining_seconds(plan, {"read": 23.0}, "read")
-    assert left == pytest.approx(11.1 + 1.5 + 5.25 + 14.3 + 2.5 + 3.3 + 5.4)
+    assert left == pytest.approx(11.1 + 5.0 + 1.5 + 5.25 + 14.3 + 2.5 + 3.3 + 5.4)
 
 
 def test_each_phase_of_the_plan_ends_with_the_runs_elapsed_and_eta(caplog):

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from das.errors import UserError
@@ -101,6 +103,21 @@ def test_a_changed_input_is_refused_with_the_files(tmp_path: Path):
         match=r"^--resume: the input in .*/in differs from the one .*/run was started with "
         r"\(added: persons.parquet/part-0.parquet; removed: persons.parquet; changed: ",
     ):
+        _resume(input_dir, output, secret)
+
+
+def test_an_added_or_changed_geography_file_is_refused(tmp_path: Path):
+    """The geography file decides which geounits exist: resuming over another is refused."""
+    input_dir, output, secret = _started(tmp_path)
+    pq.write_table(pa.table({"geoid": ["440010001001000"]}), input_dir / "geography.parquet")
+    with pytest.raises(UserError, match=r"\(added: geography.parquet\); resume"):
+        _resume(input_dir, output, secret)
+    input_dir, output, secret = _started(tmp_path / "again")
+    pq.write_table(pa.table({"geoid": ["440010001001000"]}), input_dir / "geography.parquet")
+    fingerprint = input_fingerprint(LocalFiles(), str(input_dir), load_config(DEMO, seed=1))
+    (secret / FINGERPRINT_JSON).write_text(json.dumps(fingerprint))
+    pq.write_table(pa.table({"geoid": ["440010001001001"]}), input_dir / "geography.parquet")
+    with pytest.raises(UserError, match=r"\(changed: geography.parquet\); resume"):
         _resume(input_dir, output, secret)
 
 

@@ -81,6 +81,7 @@ def test_json_keeps_its_keys_order_and_values():
         "epsilon_cks",
         "epsilon_bun_steinke",
         "levels",
+        "spent_without_use",
     ]
     assert data["records"] == {"input_records": 10, "output_records": 10}
     assert list(data["held_exact"]) == ["note", "invariants", "structural_constraints"]
@@ -112,6 +113,31 @@ def test_json_keeps_its_keys_order_and_values():
     assert list(state) == ["rho", "queries"]
     assert all(list(q) == ["rho", "sigma2"] for q in state["queries"].values())
     assert _certificate().to_json().endswith("}\n")
+
+
+def test_a_share_spent_on_an_invariant_is_listed_as_spent_without_use():
+    """The 2020 config spends 3773/4097 of the state's share on the invariant state total."""
+    cert = _certificate("pl94_2020_census.toml")
+    rho = Fraction(542, 339) ** 2 * Fraction(1440, 4099) * Fraction(3773, 4097)
+    assert json.loads(cert.to_json())["privacy"]["spent_without_use"] == [
+        {
+            "level": "state",
+            "query": "total",
+            "share_of_level": {"exact": "3773/4097", "approx": 3773 / 4097},
+            "rho": {"exact": str(rho), "approx": float(rho)},
+        }
+    ]
+    text = render_markdown(cert)
+    assert f"| | total (spent without use) | {rho} |" in text
+    assert (
+        "Spent without use: the answer is invariant at its level, so its measurement is "
+        "published but post-processing never uses it (the configuration spends it knowingly: "
+        "budget.spend_on_invariants).\n\n"
+        f"- state total: 3773/4097 of the level's rho, rho = {rho} ~ 0.826998.\n"
+    ) in text
+    assert cert.privacy.rho == Fraction(542, 339) ** 2  # spent all the same
+    assert json.loads(_certificate().to_json())["privacy"]["spent_without_use"] == []
+    assert "without use" not in render_markdown(_certificate())
 
 
 def test_markdown_shows_the_rounded_timings_and_every_query():

@@ -45,7 +45,10 @@ def _write(tmp_path, text):
         ("budget.rho=abc", r"budget.rho: expected an exact number"),
         ("budget.geolevels.block=1/4099", r"budget.geolevels: shares must sum to exactly 1"),
         ("run.production=yes", r"run.production: Input should be a valid boolean"),
-        ("postprocess.rounder=highs", r"invalid configuration\n  postprocess\.rounder: unknown key"),
+        (
+            "postprocess.rounder=highs",
+            r"invalid configuration\n  postprocess\.rounder: unknown key",
+        ),
         (
             "geography.levels=[['us', 0], ['state', 2], ['county', 2], ['block', 15]]",
             "increase strictly",
@@ -73,3 +76,46 @@ def test_missing_file_and_bad_toml(tmp_path):
 def test_bad_override_syntax():
     with pytest.raises(UserError, match="expected key=value"):
         load_config(PRODUCTION, overrides=["budget.rho"])
+
+
+# ---- shares on invariant answers ----------------------------------------------------------
+CENSUS = ROOT / "configs" / "pl94_2020_census.toml"
+
+
+def test_a_share_on_the_invariant_state_total_is_refused_naming_file_key_and_ways_out():
+    """The 2020 config without its opt-in: the state total is invariant (state level)."""
+    with pytest.raises(UserError) as info:
+        load_config(CENSUS, overrides=["budget.spend_on_invariants={}"])
+    assert str(info.value) == (
+        f"{CENSUS}: budget.queries.state.total = 3773/4097: the answer is invariant at level "
+        "state (strategy.invariants.total = 'state' holds the total exact at us, state), so "
+        "this share (rho 177339451520/214437516707 ~ 0.827, 5433120/16793603 of the run's "
+        "rho) buys a measurement that is drawn, published and never used.\n"
+        "Either remove the entry and give its share to the level's other queries (each "
+        "budget.queries.<level> must still sum to exactly 1), or, to spend it anyway (as the "
+        '2020 production run did), say so: budget.spend_on_invariants = { state = ["total"] }'
+    )
+
+
+def test_the_total_is_invariant_only_from_the_root_down_to_the_configured_level():
+    # held exact down to the county: the county total of the production config is refused
+    with pytest.raises(UserError, match=r"budget\.queries\.county\.total = 1/2: the answer is"):
+        load_config(PRODUCTION, overrides=["strategy.invariants.total='county'"])
+    # held exact at the US only: the census config's state total is used, its opt-in refused
+    with pytest.raises(
+        UserError,
+        match=r"budget\.spend_on_invariants\.state names 'total', whose answer is not invariant",
+    ):
+        load_config(CENSUS, overrides=["strategy.invariants.total='us'"])
+    free = load_config(
+        CENSUS, overrides=["strategy.invariants={}", "budget.spend_on_invariants={}"]
+    )
+    assert free.budget.spent_without_use() == ()
+
+
+def test_the_opt_in_is_a_table_of_lists_and_is_recorded_in_the_budget():
+    config = load_config(CENSUS)
+    assert config.file.budget.spend_on_invariants == {"state": ["total"]}
+    assert config.budget.spent_without_use() == (("state", "total"),)
+    with pytest.raises(UserError, match=r"budget\.spend_on_invariants: Input should be"):
+        load_config(CENSUS, overrides=["budget.spend_on_invariants=true"])

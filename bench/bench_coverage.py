@@ -1,0 +1,156 @@
+"""Coverage of the estimator's 90% intervals (estimate +- 1.6449 sqrt(variance)) against the
+true answers, over several seeds, on the RI fixture and a synthetic state.
+
+    python -m bench.bench_coverage --work DIR [--seeds 1 2 3 4 5] [--ri DIR] [--persons N]
+
+Per input: the histograms are read once; per seed, the noisy measurements are drawn
+(seeded test mode), the invariants and ``estimates/`` written (das.estimate) -- no
+post-processing, which the estimates do not use. The true answers come from the input's
+histograms (confidential: the figures here are the only thing taken from them). The noise
+is discrete Gaussian, so the normal interval is an approximation: coverage checks it.
+Cells whose variance is 0 (totals held exact) are left out. Also times the estimate pass
+(CPU and wall seconds per seed). Writes bench/results/coverage.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from bench.common import print_table, write_results
+
+CONFIG = "configs/pl94_2020_production.toml"
+QUERIES = ("total", "votingage*hispanic", "hhinstlevels", "detailed")
+Z90 = 1.6449
+
+
+def true_answers(histograms: Any, config: Any) -> dict[tuple[str, str], dict[str, np.ndarray]]:
+    """(level, query) -> geocode -> true answer, for the measured queries of QUERIES."""
+    found: dict[tuple[str, str], dict[str, np.ndarray]] = {}
+    for level, h in histograms.items():
+        rows = h.frame.select("geocode", "cells", "counts").collect()
+        for query in config.queries[level]:
+            if query.name in QUERIES:
+                found[(level, query.name)] = {
+                    r["geocode"]: query.answer(
+                        np.asarray(r["cells"], dtype=np.int64), np.asarray(r["counts"])
+                    )
+                    for r in rows
+                }
+    return found
+
+
+def coverage(
+    output: Path, truth: dict[tuple[str, str], dict[str, np.ndarray]]
+) -> dict[tuple[str, str], tuple[int, int]]:
+    """(level, query) -> (cells inside their interval, cells with a positive variance)."""
+    table = pq.read_table(output / "estimates")
+    result = {}
+    for (level, query), answers in truth.items():
+        part = table.filter(
+            pc.and_(pc.equal(table["level"], level), pc.equal(table["query"], query))
+        )
+        frame = part.to_pandas().sort_values(["geocode", "cell"])
+        true = np.concatenate([answers[g] for g in frame["geocode"].drop_duplicates()])
+        est, var = frame["estimate"].to_numpy(), frame["variance"].to_numpy()
+        live = var > 1e-9
+        inside = np.abs(est - true) <= Z90 * np.sqrt(np.where(live, var, 0))
+        result[(level, query)] = (int(inside[live].sum()), int(live.sum()))
+    return result
+
+
+def one_input(
+    spark: Any, name: str, input_dir: str, seeds: Sequence[int], work: Path
+) -> dict[str, Any]:
+    from das.estimate.pipeline import estimate_output
+    from das.input.read import count_geounits, read_histograms
+    from das.job.estimate import write_run_invariants
+    from das.privacy.generator import seeded_rng
+    from das.privacy.measure import write_nmf
+    from das.spec.config import load_config
+
+    config = load_config(CONFIG, ["run.production=false"], seed=seeds[0])
+    histograms = read_histograms(spark, config, input_dir)
+    count_geounits(histograms)
+    truth = true_answers(histograms, config)
+    counts: dict[tuple[str, str], list[tuple[int, int]]] = {}
+    cpu, wall = [], []
+    for seed in seeds:
+        config = load_config(CONFIG, ["run.production=false"], seed=seed)
+        output = work / f"{name}_seed{seed}"
+        write_nmf(histograms, config, seeded_rng(seed), str(output / "nmf"))
+        write_run_invariants(spark, config, histograms, str(output))
+        start_cpu, start_wall = time.process_time(), time.perf_counter()
+        estimate_output(spark, config, str(output))
+        cpu.append(time.process_time() - start_cpu)
+        wall.append(time.perf_counter() - start_wall)
+        for key, value in coverage(output, truth).items():
+            counts.setdefault(key, []).append(value)
+    return {"counts": counts, "estimate_cpu_s": cpu, "estimate_wall_s": wall}
+
+
+def table_rows(
+    name: str, counts: dict[tuple[str, str], list[tuple[int, int]]], levels: Sequence[str]
+) -> list[list[object]]:
+    rows = []
+    for query in QUERIES:
+        for level in levels:
+            per_seed = counts.get((level, query))
+            if not per_seed or not sum(n for _, n in per_seed):
+                continue
+            rates = [i / n for i, n in per_seed if n]
+            pooled = sum(i for i, _ in per_seed) / sum(n for _, n in per_seed)
+            rows.append(
+                [name, query, level, sum(n for _, n in per_seed), pooled, min(rates), max(rates)]
+            )
+    return rows
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--work", required=True, type=Path)
+    parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3, 4, 5])
+    parser.add_argument("--ri", default="/tmp/ri_in", help="the RI fixture (das fixture blocks)")
+    parser.add_argument("--persons", type=int, default=200_000, help="the synthetic state's size")
+    args = parser.parse_args(argv)
+
+    from das.fixtures.synthetic import write_synthetic_fixture
+    from das.spark.session import spark_session
+    from das.spec.config import SparkSection, load_config
+
+    synthetic = args.work / "synthetic_in"
+    if not (synthetic / "persons.parquet").exists():
+        write_synthetic_fixture(args.persons, synthetic, seed=1)
+    spark = spark_session(SparkSection(master="local[2]", shuffle_partitions=8), "bench coverage")
+    levels = load_config(CONFIG, ["run.production=false"]).geography.names
+    results, rows = {}, []
+    for name, input_dir in (("ri", args.ri), ("synthetic", str(synthetic))):
+        found = one_input(spark, name, input_dir, args.seeds, args.work)
+        rows += table_rows(name, found["counts"], levels)
+        results[name] = {
+            "estimate_cpu_s": found["estimate_cpu_s"],
+            "estimate_wall_s": found["estimate_wall_s"],
+            "coverage": [
+                {"level": lv, "query": q, "seeds": [{"inside": i, "cells": n} for i, n in v]}
+                for (lv, q), v in found["counts"].items()
+            ],
+        }
+    headers = ["input", "query", "level", "cells", "coverage", "min seed", "max seed"]
+    print_table(headers, rows, title=f"90% interval coverage over seeds {args.seeds}")
+    for name, r in results.items():
+        print(f"{name}: estimate pass CPU s {r['estimate_cpu_s']}, wall s {r['estimate_wall_s']}")
+    path = write_results(
+        "coverage", {"config": CONFIG, "seeds": args.seeds, "z": Z90, "inputs": results}
+    )
+    print(f"written {path}")
+
+
+if __name__ == "__main__":
+    main()

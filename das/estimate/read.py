@@ -1,0 +1,103 @@
+"""The public files the estimator reads (the NMF, the invariants) as numpy arrays per level.
+
+Both are small enough for the driver on a state (the RI NMF: 207,194 rows, 46M values).
+A local output is read with pyarrow directly (2 s for RI); any other file system through
+Spark, which costs a trip through the JVM.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from pyspark.sql import SparkSession
+
+from das.errors import UserError
+from das.spark.storage import exists, qualified
+from das.spec.schema import Query
+
+
+def local_path(spark: SparkSession, uri: str) -> str | None:
+    """The driver's own path of ``uri`` when Spark resolves it to the local disk."""
+    resolved = qualified(spark, uri)
+    return resolved.removeprefix("file:") if resolved.startswith("file:") else None
+
+
+def read_public(spark: SparkSession, uri: str, columns: Sequence[str]) -> pa.Table:
+    """A public Parquet directory of the run (its ``_SUCCESS`` present) as one Arrow table."""
+    if not exists(spark, f"{uri.rstrip('/')}/_SUCCESS"):
+        raise UserError(f"{uri} is missing or incomplete (no _SUCCESS): did the run finish?")
+    local = local_path(spark, uri)
+    if local is not None:
+        return pq.read_table(local, columns=list(columns))
+    return spark.read.parquet(uri).select(*columns).toArrow()
+
+
+@dataclass(frozen=True)
+class LevelAnswers:
+    """One level's measurements: geocodes ascending, each query's answers (geounits x cells)."""
+
+    geocodes: np.ndarray
+    answers: dict[str, np.ndarray]
+
+
+def level_answers(nmf: pa.Table, level: str, queries: Sequence[Query], where: str) -> LevelAnswers:
+    """Every geounit's answers to every query of ``level``; refuses a geounit with a query
+    missing or of the wrong size (``where`` names the file in the message).
+
+    One sort of the level's rows by (geocode, query): each geounit then holds its queries
+    in name order, row i * k + j being geounit i's j-th query.
+    """
+    ordered = sorted(queries, key=lambda q: q.name)
+    k = len(ordered)
+    rows = nmf.filter(pc.equal(nmf["level"], level)).sort_by(
+        [("geocode", "ascending"), ("query", "ascending")]
+    )
+    if not rows.num_rows:
+        raise UserError(f"{where}: no measurements of level {level}")
+    names = np.asarray(rows["query"].to_pylist(), dtype=object)
+    codes = np.asarray(rows["geocode"].to_pylist(), dtype=object)
+    n = len(names) // k
+    expected = np.tile(np.asarray([q.name for q in ordered], dtype=object), n)
+    same = len(names) == n * k and np.array_equal(names, expected)
+    if not same or not np.array_equal(codes, np.repeat(codes[::k], k)):
+        raise UserError(
+            f"{where}: level {level}: not every geounit has exactly the level's queries "
+            f"({', '.join(q.name for q in ordered)})"
+        )
+    sizes = np.asarray([q.size for q in ordered])
+    lengths = pc.list_value_length(rows["values"]).to_numpy()
+    if not np.array_equal(lengths, np.tile(sizes, n)):
+        row = int(np.flatnonzero(lengths != np.tile(sizes, n))[0])
+        raise UserError(
+            f"{where}: level {level}, query {names[row]}: expected {sizes[row % k]} values per row"
+        )
+    values = pc.list_flatten(rows["values"]).to_numpy().astype(np.float64).reshape(n, -1)
+    bounds = np.concatenate([[0], np.cumsum(sizes)])
+    answers = {q.name: values[:, bounds[j] : bounds[j + 1]] for j, q in enumerate(ordered)}
+    return LevelAnswers(geocodes=codes[::k], answers=answers)
+
+
+def parents(children: np.ndarray, parent_codes: np.ndarray, length: int, level: str) -> np.ndarray:
+    """Index of each child's parent (its geocode's prefix) among ``parent_codes`` (ascending)."""
+    prefixes = np.asarray([c[:length] for c in children], dtype=object)
+    index = np.searchsorted(parent_codes, prefixes)
+    found = index < len(parent_codes)
+    found[found] = parent_codes[index[found]] == prefixes[found]
+    if not found.all():
+        orphan = children[np.flatnonzero(~found)[0]]
+        raise UserError(f"geounit {orphan!r} of level {level} has no parent in the level above")
+    return index
+
+
+def invariant_totals(table: pa.Table, level: str, geocodes: np.ndarray, where: str) -> np.ndarray:
+    """The exact totals of ``level``'s geounits (in the order of ``geocodes``)."""
+    rows = table.filter(pc.equal(table["level"], level)).sort_by("geocode")
+    codes = np.asarray(rows["geocode"].to_pylist(), dtype=object)
+    if not np.array_equal(codes, geocodes):
+        raise UserError(f"{where}: the totals of level {level} do not cover its measured geounits")
+    return pc.list_flatten(rows["values"]).to_numpy().astype(np.float64)

@@ -1,0 +1,201 @@
+"""The best linear unbiased estimate of every geounit's histogram from every measurement.
+
+Two passes over the tree, linear in the number of geounits (Hay et al.'s hierarchical
+estimate with matrix covariances; the structure of the Census Bureau's GLS work on the
+2020 noisy measurement files and of BlueDown):
+
+- bottom-up, each geounit's *subtree* estimate u with covariance U: a leaf's from its own
+  measurements (information M, sufficient statistic b: U = M^-1, u = U b); a parent's
+  from its own measurements and the sum w of its children's (covariance S = sum U_c):
+  U = (I + S M)^-1 S, u = (I + S M)^-1 (w + S b), the information form
+  (M + S^-1)^-1 written so that S may be singular;
+- top-down, each geounit's *full* estimate f with covariance F: the root's is its
+  subtree's; a child's is its subtree estimate corrected by its share of the parent's
+  surprise, f_c = u_c + U_c S^+ (f_p - w), F_c = U_c - U_c (S^+ - S^+ F_p S^+) U_c: the
+  Gaussian conditional of the children given their sum, averaged over the parent.
+
+Exact invariants (each geounit's total down to one level) enter as exact observations:
+the subtree estimates of that level are conditioned on their totals in the bottom-up
+pass, which makes the total's coordinate exact (variance 0) at that level and every level
+above it; S^+ then inverts S off that coordinate. All arrays are per component of the
+basis (``das.estimate.basis``): vectors (geounits, r, D), matrices (geounits, D, D).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from das.errors import InternalError, UserError
+from das.estimate.basis import Basis
+
+Parts = list[np.ndarray]
+
+
+@dataclass(frozen=True)
+class LevelData:
+    """One level's measurements in basis coordinates.
+
+    ``parent[i]`` is the index of geounit i's parent in the level above (None at the
+    root); children of one parent are contiguous and parents in ascending order.
+    ``information`` is M of the level (the same for all its geounits), ``b`` the
+    geounits' sufficient statistics sum_q Q_q^T y_q / v_q.
+    """
+
+    name: str
+    parent: np.ndarray | None
+    information: Parts  # per component: D x D
+    b: Parts  # per component: (geounits, r, D)
+
+
+@dataclass(frozen=True)
+class Invariant:
+    """Exact totals of every geounit of level ``level`` (an index into the levels)."""
+
+    level: int
+    totals: np.ndarray
+
+
+@dataclass(frozen=True)
+class Up:
+    """A level after the bottom-up pass: subtree estimates, and for a parent level the
+    sums of its children's (w, S), which the top-down pass reuses."""
+
+    u: Parts
+    U: Parts
+    w: Parts | None
+    S: Parts | None
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A level's BLUE: f per component (geounits, r, D) and its covariance F (geounits, D, D)."""
+
+    f: Parts
+    F: Parts
+
+
+def _rows(v: np.ndarray, m: np.ndarray) -> np.ndarray:
+    """Each geounit's matrix applied to each of its row vectors: (n, r, D) x (n, D, D)."""
+    return np.matmul(v, np.swapaxes(m, 1, 2))
+
+
+def _sym(m: np.ndarray) -> np.ndarray:
+    return (m + np.swapaxes(m, 1, 2)) / 2
+
+
+def _starts(parent: np.ndarray, parents: int) -> np.ndarray:
+    """Where each parent's run of children begins; refuses an orphan or a childless parent."""
+    if len(parent) and (np.any(np.diff(parent) < 0) or parent[0] != 0 or parent[-1] != parents - 1):
+        raise InternalError("children are not grouped by parent in ascending order")
+    starts = np.flatnonzero(np.diff(parent, prepend=-1))
+    if len(starts) != parents:
+        raise InternalError("a parent geounit has no child")
+    return starts
+
+
+def leaf_up(basis: Basis, level: LevelData) -> Up:
+    """Leaves: their own measurements must identify the histogram (M invertible)."""
+    us, Us = [], []
+    for c, m, b in zip(basis.components, level.information, level.b, strict=True):
+        eig = np.linalg.eigvalsh(m)
+        if eig.min() <= 1e-12 * max(eig.max(), 1e-300):
+            raise UserError(
+                f"the estimator needs the lowest level ({level.name}) to measure every cell "
+                "of the histogram (e.g. the query `detailed`); its queries leave "
+                f"{c.r * int(np.sum(eig <= 1e-12 * max(eig.max(), 1e-300)))} directions unmeasured"
+            )
+        U = np.broadcast_to(np.linalg.inv(m), (b.shape[0], c.d, c.d)).copy()
+        Us.append(_sym(U))
+        us.append(_rows(b, U))
+    return Up(u=us, U=Us, w=None, S=None)
+
+
+def parent_up(basis: Basis, level: LevelData, below: Up, child_parent: np.ndarray) -> Up:
+    """A parent level from its own measurements and its children's subtree estimates."""
+    n = level.b[0].shape[0]
+    starts = _starts(child_parent, n)
+    out: Up = Up(u=[], U=[], w=[], S=[])
+    parts = zip(basis.components, level.information, level.b, below.u, below.U, strict=True)
+    for c, m, b, uc, Uc in parts:
+        w = np.add.reduceat(uc, starts, axis=0)
+        S = np.add.reduceat(Uc, starts, axis=0)
+        a = np.eye(c.d) + S @ m
+        out.U.append(_sym(np.linalg.solve(a, S)))
+        out.u.append(np.swapaxes(np.linalg.solve(a, np.swapaxes(w + _rows(b, S), 1, 2)), 1, 2))
+        out.w.append(w)  # type: ignore[union-attr]  # built here: never None
+        out.S.append(S)  # type: ignore[union-attr]
+    return out
+
+
+def condition(basis: Basis, up: Up, totals: np.ndarray) -> Up:
+    """The subtree estimates given their exact totals: the total is the first coordinate
+    of the first component (the all-ones direction, scaled by sqrt(cells))."""
+    t = np.asarray(totals, dtype=np.float64) / np.sqrt(basis.cells)
+    u, U = up.u[0].copy(), up.U[0].copy()
+    k = U[:, :, 0]  # (n, D): covariance of every coordinate with the total's
+    gain = k / k[:, :1]
+    u[:, 0, :] -= gain * (u[:, 0, :1] - t[:, None])
+    U -= gain[:, :, None] * k[:, None, :]
+    u[:, 0, 0] = t
+    U[:, 0, :] = 0.0
+    U[:, :, 0] = 0.0
+    return Up(u=[u, *up.u[1:]], U=[_sym(U), *up.U[1:]], w=up.w, S=up.S)
+
+
+def up_pass(basis: Basis, levels: list[LevelData], invariant: Invariant | None) -> list[Up]:
+    """Subtree estimates of every level, root first."""
+    ups: list[Up] = [leaf_up(basis, levels[-1])]
+    for index in range(len(levels) - 1, -1, -1):
+        if index < len(levels) - 1:
+            child_parent = levels[index + 1].parent
+            if child_parent is None:
+                raise InternalError(f"level {levels[index + 1].name} has no parents")
+            ups.append(parent_up(basis, levels[index], ups[-1], child_parent))
+        if invariant is not None and invariant.level == index:
+            ups[-1] = condition(basis, ups[-1], invariant.totals)
+    return ups[::-1]
+
+
+def _pinv(S: np.ndarray, fixed: bool) -> np.ndarray:
+    """S^-1, or with ``fixed`` (the total's coordinate exact, S's first row and column 0)
+    the inverse off that coordinate."""
+    if not fixed:
+        return np.linalg.inv(S)
+    e = np.zeros(S.shape[1:])
+    e[0, 0] = 1.0
+    inv = np.linalg.inv(S + e)
+    inv[:, 0, :] = 0.0
+    inv[:, :, 0] = 0.0
+    return inv
+
+
+def down_pass(
+    levels: list[LevelData], ups: list[Up], invariant: Invariant | None
+) -> list[Estimate]:
+    """The full BLUE of every level, root first."""
+    estimates = [Estimate(f=ups[0].u, F=ups[0].U)]
+    for index in range(1, len(levels)):
+        above, up, parent = ups[index - 1], ups[index], levels[index].parent
+        if above.w is None or above.S is None or parent is None:
+            raise InternalError(f"level {levels[index].name} has no parent sums")
+        fp = estimates[-1]
+        fixed = invariant is not None and index <= invariant.level
+        fs, Fs = [], []
+        for k in range(len(up.u)):
+            sinv = _pinv(above.S[k], fixed and k == 0)
+            gain = _rows(fp.f[k] - above.w[k], sinv)
+            h = sinv - sinv @ fp.F[k] @ sinv
+            Uc = up.U[k]
+            fs.append(up.u[k] + _rows(gain[parent], Uc))
+            Fs.append(_sym(Uc - Uc @ h[parent] @ Uc))
+        estimates.append(Estimate(f=fs, F=Fs))
+    return estimates
+
+
+def blue(
+    basis: Basis, levels: list[LevelData], invariant: Invariant | None = None
+) -> list[Estimate]:
+    """The BLUE of every geounit's histogram, root first; see the module's docstring."""
+    return down_pass(levels, up_pass(basis, levels, invariant), invariant)

@@ -1,0 +1,57 @@
+"""``das estimate OUTPUT`` and the job's estimate phase: the BLUE of every measured query
+at every geounit, from the run's public files only (``das.estimate``).
+
+The job writes ``invariants/`` (the totals its configuration holds exact) beside the NMF,
+then ``estimates/``; the command recomputes ``estimates/`` from those two files and
+``run.json``, so anyone holding the public outputs can reproduce it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+
+from pyspark.sql import SparkSession
+
+from das.estimate.pipeline import LevelSummary, estimate_output
+from das.estimate.write import write_invariants
+from das.input.read import LevelHistograms
+from das.output.validate import load_run_config
+from das.spark.marks import RunMode
+from das.spark.session import SparkSetting, spark_session
+from das.spark.storage import exists
+from das.spec.config import Config, SparkSection
+
+
+def invariant_levels(config: Config) -> list[str]:
+    """The levels whose totals are exact: the root down to the configured one."""
+    if config.total_invariant_level is None:
+        return []
+    names = config.geography.names
+    return names[: names.index(config.total_invariant_level) + 1]
+
+
+def write_run_invariants(
+    spark: SparkSession, config: Config, histograms: Mapping[str, LevelHistograms], output: str
+) -> None:
+    """``invariants/`` of a run (kept when a resumed run finds it complete)."""
+    levels = invariant_levels(config)
+    path = f"{output.rstrip('/')}/invariants"
+    if levels and not exists(spark, f"{path}/_SUCCESS"):
+        write_invariants(histograms, levels, path, RunMode.of(config.seed))
+
+
+def render(output: str, levels: Sequence[LevelSummary], seconds: float) -> str:
+    lines = [f"estimates written to {output.rstrip('/')}/estimates in {seconds:.1f} s:"]
+    lines += [f"  {s.level:<12} {s.geounits:>9,} geounits {s.rows:>13,} rows" for s in levels]
+    return "\n".join(lines)
+
+
+def estimate_command_body(output: str, spark_conf: Sequence[SparkSetting]) -> str:
+    """Recompute ``OUTPUT/estimates/`` from the run's public files; the summary to print."""
+    start = time.perf_counter()
+    # run.json keeps no spark section (it is not part of a run's identity): defaults here
+    spark = spark_session(SparkSection(), "das estimate", spark_conf)
+    config = load_run_config(spark, output)
+    levels = estimate_output(spark, config, output)
+    return render(output, levels, time.perf_counter() - start)

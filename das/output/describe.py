@@ -1,0 +1,309 @@
+"""The outputs as a page for users (docs/output.md), rendered from the code that writes them.
+
+The MDF's columns and codes come from the shipped schemas' ``[[output]]`` sections, the
+NMF's and the checkpoints' columns from their writers' schemas; the words for each column
+and certificate field are kept here, and a test holds them to the code (every field
+described, none described that is not written). ``python -m das.output.describe >
+docs/output.md`` (``make docs``) regenerates the page; a test holds the committed page
+equal to this rendering.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterable, Sequence
+
+from das.estimate.write import ESTIMATES_SCHEMA, INVARIANTS_SCHEMA
+from das.output.microdata import GEOGRAPHY_COLUMNS, microdata_schema
+from das.postprocess.levels import SOLUTION_SCHEMA
+from das.privacy.measure import NMF_SCHEMA
+from das.spark.marks import MODE_KEY, PUBLIC_PARQUET, TEST_WARNING, WARNING_KEY
+from das.spec.schema import Attribute, OutputColumn, Schema, load_schema, shipped_schemas
+
+NMF_COLUMNS = {
+    "level": "the geographic level, as the config names it",
+    "geocode": "the geounit: its GEOID prefix at the level (empty for a US root)",
+    "query": "the query's name, e.g. `votingage*hispanic*cenrace`",
+    "values": "the noisy answer of every cell of the query, in cell order (can be negative)",
+    "variance": "the noise variance sigma^2 = 1/rho of this level and query",
+    "variance_exact": "the same variance as an exact fraction",
+}
+
+ESTIMATE_COLUMNS = {
+    "level": "the geographic level",
+    "geocode": "the geounit",
+    "query": "a query measured at the level",
+    "cell": "the query's cell, 0-based in cell order",
+    "estimate": "the estimate (unconstrained: can be negative or fractional)",
+    "variance": "its exact variance; 0 for a total held exact. A 90% interval: estimate "
+    "+- 1.6449 sqrt(variance)",
+}
+
+INVARIANT_COLUMNS = {
+    "level": "a level where the total is held exact",
+    "geocode": "the geounit",
+    "query": "`total`",
+    "values": "the exact total (one value)",
+}
+
+CHECKPOINT_COLUMNS = {
+    "geocode": "the geounit",
+    "cells": "its protected histogram's nonzero cells, ascending",
+    "counts": "the protected count of each of those cells (positive)",
+    "solves": "solves of the geounit's parent (on its first child only; 0 on the others)",
+    "failsafe": "the failsafe used for the parent and why (null if none)",
+    "seconds": "seconds spent solving the parent",
+    "mip_gap": "the largest relative gap of the parent's roundings to their proven bound",
+}
+
+#: The keys of certificate.json, as paths (``<level>``: a key per level; ``[]``: a list).
+#: An "exact number" is ``{"exact": "p/q", "approx": float}``.
+CERTIFICATE_FIELDS = {
+    "run": "the run's name (`run.name`)",
+    "mode": "`test` (a fixed seed: never release) or `production`",
+    "created": "when the certificate was written (UTC, ISO 8601)",
+    "noise_source": "where the noise came from: the secure generator, or the fixed seed",
+    "config_file": "the configuration file's path",
+    "config": "the effective configuration (overrides applied), as the file's keys in JSON",
+    "schema.name": "the histogram schema",
+    "schema.cells": "its number of cells",
+    "privacy.definition": "the privacy definition and the queries' sensitivity",
+    "privacy.protected_unit": "what one record is: a person, a housing unit",
+    "privacy.neighbouring": "the neighbouring relation the guarantee holds between",
+    "privacy.rho": "the total rho spent (exact number)",
+    "privacy.rho_matches_config": "whether the levels' and queries' shares add up exactly "
+    "to the configured rho",
+    "privacy.delta": "delta of the (epsilon, delta) statement (exact number)",
+    "privacy.epsilon_cks": "epsilon at delta (Canonne, Kamath and Steinke's conversion)",
+    "privacy.epsilon_bun_steinke": "epsilon at delta (Bun and Steinke's, looser)",
+    "privacy.levels.<level>.rho": "the level's share of rho (exact number)",
+    "privacy.levels.<level>.queries.<query>.rho": "the query's rho at the level (exact number)",
+    "privacy.levels.<level>.queries.<query>.sigma2": "its noise variance 1/rho (exact number)",
+    "privacy.spent_without_use": "shares spent on an invariant answer (level, query, "
+    "share_of_level, rho): measured and published, never used (only where the config opts in)",
+    "held_exact.note": 'what "held exact" means',
+    "held_exact.invariants": "the input's facts released exactly (outside the guarantee)",
+    "held_exact.structural_constraints": "the constraints every output meets exactly",
+    "software.<package>": "the version of Python and of each package that ran",
+    "records.output_records": "rows of the MDF",
+    "records.input_records": "rows of the input's records, only where their total is "
+    "invariant (it then equals the MDF's)",
+    "postprocessing.solves": "parent problems solved, all levels",
+    "postprocessing.failsafes": "failsafe uses, all levels",
+    "postprocessing.levels[].level": "the level",
+    "postprocessing.levels[].solves": "its parent problems solved",
+    "postprocessing.levels[].failsafes": "its failsafe uses: (first child's geocode, reason)",
+    "postprocessing.levels[].solve_seconds": "seconds spent solving its parents",
+    "postprocessing.levels[].max_mip_gap": "the largest relative gap of its roundings",
+    "postprocessing.levels[].reused": "whether a resumed run reused its checkpoint",
+    "timings_seconds.<phase>": "wall seconds of each phase of the run, in order",
+}
+
+#: Certificate dictionaries whose keys are data (a level, a query...), by their path.
+CERTIFICATE_KEYS = {
+    "privacy.levels": "<level>",
+    "privacy.levels.<level>.queries": "<query>",
+    "software": "<package>",
+    "timings_seconds": "<phase>",
+}
+
+METRICS_COLUMNS = {
+    "level": "the geographic level",
+    "source": "`protected` (the MDF's histograms) or `noisy` (the NMF's answers)",
+    "query": "the query",
+    "size_bin": "geounits by their true population (or `all`)",
+    "diversity_bin": "geounits by their true race/ethnicity diversity (or `all`)",
+    "cells": "query cells the row's errors are taken over",
+    "mae": "mean absolute error per cell",
+    "rmse": "root mean squared error per cell",
+    "mean_signed": "mean signed error per cell (bias)",
+}
+
+#: The confidential directory's files (``--confidential``, by default <output>-confidential).
+CONFIDENTIAL_FILES = {
+    "report.html": "the error report: one self-contained page (open it in a browser)",
+    "metrics.csv": "the error metrics, one row per level, source, query and bins (below)",
+    "metrics.json": "the same rows as JSON records",
+    "measurement_errors.csv": "the noisy measurements' error sums, taken as the noise is "
+    "drawn (a resumed run reports them without measuring again)",
+    "input_fingerprint.json": "name, size and hash of every input file, which `--resume` "
+    "must match",
+}
+
+_PUBLIC = (
+    ("`run.json`", "the effective configuration (without `[spark]`), which `--resume` must match"),
+    ("`nmf/`", "the noisy measurement file: every query at every geounit, with its variance"),
+    ("`invariants/`", "the totals held exact (`strategy.invariants`): one row per geounit of "
+     "each level where the total is exact"),
+    ("`estimates/`", "the best linear unbiased estimate of every measured query at every "
+     "geounit from the whole NMF and the invariants, with its variance (`das estimate`)"),
+    ("`levels/<level>/`", "each level's protected histograms (checkpoints: `--resume` restarts "
+     "after the last one)"),
+    ("`mdf/TABBLKST=../TABBLKCOU=../`", "the protected microdata (MDF), one row per record"),
+    ("`certificate.json`, `certificate.md`", "what was spent, how, and what came out; written "
+     "only once the outputs have passed validation"),
+)  # fmt: skip
+
+
+def render() -> str:
+    """The whole page, as Markdown."""
+    parts = [_intro(), _mdf(), _nmf(), _estimates(), _checkpoints(), _certificate(), _confidential()]
+    return "\n\n".join(parts) + "\n"
+
+
+def _table(header: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def _intro() -> str:
+    parquet = ", ".join(f"`{name}/`" for name in PUBLIC_PARQUET)
+    return (
+        "# The outputs\n\n"
+        "<!-- generated by `python -m das.output.describe` (make docs): do not edit -->\n\n"
+        "A run writes its public outputs under `--output` and the error metrics against "
+        "the input, which are NOT public, under `--confidential` (by default "
+        "`<output>-confidential`, never inside the output). Every Parquet file of "
+        f"{parquet} says in its footer whether the run was a test (a fixed seed) or "
+        f"production: each column's metadata holds `{MODE_KEY}` = `test` or `production`, "
+        f'and in test mode `{WARNING_KEY}` = "{TEST_WARNING}".\n\n'
+        + _table(("path", "content"), _PUBLIC)
+    )
+
+
+def _mdf() -> str:
+    schemas = [load_schema(name) for name in shipped_schemas()]
+    types = {field.name: field.dataType.simpleString() for field in microdata_schema(schemas[0])}
+    geography = [
+        (f"`{name}`", types[name], f"{_characters(a, b)} of the block's GEOID")
+        for name, (a, b) in GEOGRAPHY_COLUMNS.items()
+    ]
+    epnum = ("`EPNUM`", types["EPNUM"], "the record's number inside its block, 1..n")
+    parts = [
+        "## Protected microdata (`mdf/`)\n\n"
+        "One row per record of the schema (a person, or a housing unit), written "
+        "partitioned by state and county: directories `TABBLKST=44/TABBLKCOU=007/`. "
+        "The partition values are strings (`007`, not 7): read with "
+        "`das.output.microdata.read_microdata(path)`, or set Spark's "
+        "`spark.sql.sources.partitionColumnTypeInference.enabled=false`. The columns "
+        "every schema has:\n\n" + _table(("column", "type", "value"), [*geography, epnum])
+    ]
+    parts += [_schema_columns(schema) for schema in schemas]
+    return "\n\n".join(parts)
+
+
+def _characters(begin: int, end: int) -> str:
+    return f"character {end}" if end == begin + 1 else f"characters {begin + 1}..{end}"
+
+
+def _schema_columns(schema: Schema) -> str:
+    types = {field.name: field.dataType.simpleString() for field in microdata_schema(schema)}
+    rows = [
+        (
+            f"`{column.name}`",
+            types[column.name],
+            f"`{column.attribute}`",
+            _codes(column, schema.attribute(column.attribute)),
+        )
+        for column in schema.output
+    ]
+    return f"### Schema {schema.name}\n\n{schema.description}.\n\n" + _table(
+        ("column", "type", "attribute", "codes"), rows
+    )
+
+
+def _codes(column: OutputColumn, attribute: Attribute) -> str:
+    """Each published code and the attribute's levels it stands for."""
+    unchanged = tuple(range(attribute.offset, attribute.offset + attribute.size))
+    if attribute.recode in ("identity", "offset") and column.values == unchanged:
+        source = attribute.source[0]
+        first, last = unchanged[0], unchanged[-1]
+        return f"{first}..{last}: the input's `{source}`, unchanged (docs/input.md)"
+    levels: dict[int, list[str]] = {}
+    for level, code in zip(attribute.levels, column.values, strict=True):
+        levels.setdefault(code, []).append(level.replace("_", " "))
+    return "; ".join(f"{code}: {', '.join(names)}" for code, names in sorted(levels.items()))
+
+
+def _nmf() -> str:
+    rows = [
+        (f"`{field.name}`", field.dataType.simpleString(), NMF_COLUMNS[field.name])
+        for field in NMF_SCHEMA
+    ]
+    return (
+        "## Noisy measurements (`nmf/`)\n\n"
+        "One row per level, geounit and query measured there (the queries of the config's "
+        "`[budget.queries.<level>]`): public, never a raw count.\n\n"
+        + _table(("column", "type", "meaning"), rows)
+    )
+
+
+def _estimates() -> str:
+    rows = [
+        (f"`{field.name}`", field.dataType.simpleString(), ESTIMATE_COLUMNS[field.name])
+        for field in ESTIMATES_SCHEMA
+    ]
+    invariants = [
+        (f"`{field.name}`", field.dataType.simpleString(), INVARIANT_COLUMNS[field.name])
+        for field in INVARIANTS_SCHEMA
+    ]
+    return (
+        "## Estimates (`estimates/`) and invariants (`invariants/`)\n\n"
+        "One row per level, geounit, query measured at the level, and cell: the best linear "
+        "unbiased estimate (generalised least squares over the whole tree: every "
+        "measurement of every geounit, the invariants exact) and its variance, computed from "
+        "the public `nmf/`, `invariants/` and `run.json` only, so `das estimate OUTPUT` "
+        "recomputes it. One file per level, `part-<i>-<level>.parquet`. Structural zeros "
+        "are not imposed. Not written (a warning says so) when the geography file gives "
+        "a level codes that are not GEOID prefixes: the estimate finds parents by prefix.\n\n"
+        + _table(("column", "type", "meaning"), rows)
+        + "\n\n`invariants/`: one row per geounit of each level whose total is exact.\n\n"
+        + _table(("column", "type", "meaning"), invariants)
+    )
+
+
+def _checkpoints() -> str:
+    rows = [
+        (f"`{field.name}`", field.dataType.simpleString(), CHECKPOINT_COLUMNS[field.name])
+        for field in SOLUTION_SCHEMA
+    ]
+    return (
+        "## Level checkpoints (`levels/<level>/`)\n\n"
+        "One row per geounit of the level, written when the level is solved; the "
+        "block level's is what the MDF expands. The columns after `counts` are facts of "
+        "the geounit's parent, kept on its first child only.\n\n"
+        + _table(("column", "type", "meaning"), rows)
+    )
+
+
+def _certificate() -> str:
+    rows = [(f"`{path}`", meaning) for path, meaning in CERTIFICATE_FIELDS.items()]
+    return (
+        "## Certificate (`certificate.json`, `certificate.md`)\n\n"
+        "The JSON for machines, the Markdown the same for people. It holds only the "
+        "configuration, protected values and what is held exact, never another raw input "
+        "count. `<level>`, `<query>`, `<package>` and `<phase>` stand for one key each; an "
+        '"exact number" is `{"exact": "p/q", "approx": float}`.\n\n'
+        + _table(("field", "meaning"), rows)
+    )
+
+
+def _confidential() -> str:
+    files = [(f"`{name}`", meaning) for name, meaning in CONFIDENTIAL_FILES.items()]
+    columns = [(f"`{name}`", meaning) for name, meaning in METRICS_COLUMNS.items()]
+    return (
+        "## The confidential directory (NOT public)\n\n"
+        "Figures against the true counts: not differentially private, never to be "
+        "published.\n\n" + _table(("file", "content"), files) + "\n\n"
+        "The metrics' columns (a row per bin and each marginal, `all`):\n\n"
+        + _table(("column", "meaning"), columns)
+    )
+
+
+def main() -> None:
+    sys.stdout.write(render())
+
+
+if __name__ == "__main__":
+    main()

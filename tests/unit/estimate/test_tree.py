@@ -1,0 +1,86 @@
+"""The tree-wide BLUE equals the brute-force dense GLS, and its variances are those of
+its errors over many noise draws."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from das.errors import UserError
+from tests.unit.estimate.toy import (
+    ALL,
+    LEVELS,
+    dense_answers,
+    dense_gls,
+    measure,
+    toy,
+    tree_answers,
+    tree_blue,
+    truth,
+)
+
+
+@pytest.mark.parametrize("invariant_level", [None, 0, 1, 2])
+def test_tree_blue_equals_dense_gls(invariant_level):
+    t = toy(seed=1)
+    answers = measure(t, np.random.default_rng(2))
+    estimates = tree_blue(t, answers, invariant_level)
+    x, cov = dense_gls(t, answers, invariant_level)
+    for level in range(len(LEVELS)):
+        for name in ALL:
+            query = t.schema.query(name)
+            est, var = tree_answers(t, estimates, level, query)
+            dense_est, dense_var = dense_answers(t, x, cov, level, query)
+            np.testing.assert_allclose(est, dense_est, rtol=0, atol=1e-9)
+            np.testing.assert_allclose(var, dense_var, rtol=0, atol=1e-9)
+
+
+def test_invariant_totals_are_exact_with_zero_variance_at_and_above_their_level():
+    t = toy(seed=3)
+    estimates = tree_blue(t, measure(t, np.random.default_rng(4)), invariant_level=1)
+    total = t.schema.query("total")
+    for level in (0, 1):
+        est, var = tree_answers(t, estimates, level, total)
+        np.testing.assert_allclose(est[:, 0], truth(t, level).sum(axis=1), atol=1e-9)
+        np.testing.assert_allclose(var, 0.0, atol=1e-9)
+    est, var = tree_answers(t, estimates, 2, total)
+    assert np.all(var > 0.1)
+
+
+def test_children_add_up_to_their_parent():
+    t = toy(seed=5)
+    estimates = tree_blue(t, measure(t, np.random.default_rng(6)))
+    detailed = t.schema.query("detailed")
+    leaves, _ = tree_answers(t, estimates, 2, detailed)
+    middle, _ = tree_answers(t, estimates, 1, detailed)
+    np.testing.assert_allclose(middle, t.membership[1] @ leaves, atol=1e-9)
+
+
+def test_variances_match_the_errors_over_many_draws():
+    """Each copy of the tree in a forest is one independent draw of the noise."""
+    t = toy(seed=7)
+    draws = 3000
+    estimates = tree_blue(t, measure(t, np.random.default_rng(8), draws), 0, copies=draws)
+    for level in range(len(LEVELS)):
+        for name in ("total", "g*b", "detailed"):
+            query = t.schema.query(name)
+            est, var = tree_answers(t, estimates, level, query)
+            answer = np.tile(truth(t, level) @ query.matrix.T.toarray(), (draws, 1))
+            e = (est - answer).reshape(draws, -1, query.size)
+            var = var.reshape(draws, -1, query.size)[0]
+            live = var > 1e-9
+            if not live.any():
+                np.testing.assert_allclose(e, 0.0, atol=1e-8)  # the invariant root total
+                continue
+            # unbiased: the mean error within 5 standard errors of 0
+            assert np.all(np.abs(e.mean(axis=0)[live]) < 5 * np.sqrt(var[live] / draws))
+            # each cell's variance within 5 standard errors (a sample variance's: sqrt(2/n))
+            ratio = (e**2).mean(axis=0)[live] / var[live]
+            assert np.all(np.abs(ratio - 1) < 5 * np.sqrt(2 / draws)), (level, name, ratio)
+
+
+def test_refuses_leaves_that_do_not_identify_the_histogram():
+    queries = {"root": ["detailed"], "middle": ["total"], "leaf": ["total", "g*b"]}
+    t = toy(queries=queries)
+    with pytest.raises(UserError, match=r"lowest level \(leaf\) to measure every cell"):
+        tree_blue(t, measure(t, np.random.default_rng(0)))
