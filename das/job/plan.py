@@ -57,6 +57,8 @@ def outputs(paths: RunPaths) -> tuple[Output, ...]:
     return (
         Output("protected microdata (MDF)", f"{out}/mdf/", True),
         Output("noisy measurements (NMF)", f"{out}/nmf/", True),
+        Output("estimates (BLUE, variances)", f"{out}/estimates/", True),
+        Output("invariants", f"{out}/invariants/", True),
         Output("level checkpoints", f"{out}/levels/<level>/", True),
         Output("certificate", f"{out}/certificate.md, certificate.json", True),
         Output("run record", f"{out}/{RUN_JSON}", True),

@@ -81,6 +81,8 @@ def test_the_plan_states_the_certificates_epsilon_noise_and_outputs():
     assert {o.path.split()[0] for o in outputs(paths) if o.public} == {
         "/data/out/mdf/",
         "/data/out/nmf/",
+        "/data/out/estimates/",
+        "/data/out/invariants/",
         "/data/out/levels/<level>/",
         "/data/out/certificate.md,",
         "/data/out/run.json",
