@@ -118,7 +118,8 @@ def render() -> str:
     return "\n\n".join(parts) + "\n"
 
 
-def _table(header: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
+def markdown_table(header: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
+    """A Markdown table (also used by ``das.output.describe``)."""
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
     return "\n".join(lines)
@@ -155,7 +156,7 @@ def _tables(main: Schema) -> str:
         ]
         sections.append(
             f"### {table.name}\n\n"
-            + _table(("column", "type", "stored as", "values", "meaning"), rows)
+            + markdown_table(("column", "type", "stored as", "values", "meaning"), rows)
         )
     sections.append(
         '"stored as" is the Parquet type a column may have (a CSV holds text); every '
@@ -206,7 +207,7 @@ def _gq_types(main: Schema) -> str:
     return (
         "## Unit types (`gqtype`)\n\n"
         f"Code `i` is level `i` of the schema's `{name}` attribute, which a person takes "
-        "from the unit (schema " + main.name + ").\n\n" + _table(("gqtype", "type", "group"), rows)
+        "from the unit (schema " + main.name + ").\n\n" + markdown_table(("gqtype", "type", "group"), rows)
     )
 
 
@@ -232,7 +233,7 @@ def _races(main: Schema) -> str:
         "includes: the single races first, then every two-race combination, and so on to "
         f"all six (code {cenrace.offset + len(cenrace_combinations()) - 1}). Six race "
         "flags map to a code the same way (the schema recode `race_flags`). "
-        f"Races: {legend}.\n\n" + _table(header, rows)
+        f"Races: {legend}.\n\n" + markdown_table(header, rows)
     )
 
 
@@ -266,7 +267,7 @@ def _rules(main: Schema) -> str:
 
 def _rule_table(rules: Sequence[Rule]) -> str:
     rows = [(f"`{rule.name}`", rule.table, ", ".join(rule.columns), rule.allowed) for rule in rules]
-    return _table(("rule", "table", "columns", "expected"), rows)
+    return markdown_table(("rule", "table", "columns", "expected"), rows)
 
 
 def _other_schemas(main: Schema) -> str:
@@ -330,7 +331,7 @@ def _geography(main: Schema) -> str:
         "or the block level is refused; other columns are ignored. Without the file, the "
         "geounits are the blocks some unit names and their GEOID prefixes: a block "
         "without units is neither measured nor published.\n\n"
-        + _table(("column", "type", "stored as", "values", "meaning"), columns)
+        + markdown_table(("column", "type", "stored as", "values", "meaning"), columns)
         + "\n\nIts rules, checked before anything runs and reported as those of the tables "
         f"(`{GEOGRAPHY.name}` rows by geoid); ROOT, PARENT and LEVEL stand for the names of "
         "the run's levels (`state`, `county`, `tract`, ...):\n\n" + _rule_table(rules)
@@ -346,7 +347,7 @@ def _example() -> str:
     ]
     for table in (PERSONS, UNITS):
         rows = [tuple(_cell(value) for value in row) for row in EXAMPLE[table.name]]
-        parts.append(f"{table.name}:\n\n" + _table(table.names, rows))
+        parts.append(f"{table.name}:\n\n" + markdown_table(table.names, rows))
     parts.append(
         f"A GEOID is {GEOID.pattern_allowed}; here 44 is Rhode Island and 007 Providence County."
     )

@@ -11,9 +11,9 @@ equal to this rendering.
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterable, Sequence
 
 from das.estimate.write import ESTIMATES_SCHEMA, INVARIANTS_SCHEMA
+from das.input.describe import markdown_table
 from das.output.microdata import GEOGRAPHY_COLUMNS, microdata_schema
 from das.postprocess.levels import SOLUTION_SCHEMA
 from das.privacy.measure import NMF_SCHEMA
@@ -151,12 +151,6 @@ def render() -> str:
     return "\n\n".join(parts) + "\n"
 
 
-def _table(header: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
-    return "\n".join(lines)
-
-
 def _intro() -> str:
     parquet = ", ".join(f"`{name}/`" for name in PUBLIC_PARQUET)
     return (
@@ -168,7 +162,7 @@ def _intro() -> str:
         f"{parquet} says in its footer whether the run was a test (a fixed seed) or "
         f"production: each column's metadata holds `{MODE_KEY}` = `test` or `production`, "
         f'and in test mode `{WARNING_KEY}` = "{TEST_WARNING}".\n\n'
-        + _table(("path", "content"), _PUBLIC)
+        + markdown_table(("path", "content"), _PUBLIC)
     )
 
 
@@ -187,7 +181,7 @@ def _mdf() -> str:
         "The partition values are strings (`007`, not 7): read with "
         "`das.output.microdata.read_microdata(path)`, or set Spark's "
         "`spark.sql.sources.partitionColumnTypeInference.enabled=false`. The columns "
-        "every schema has:\n\n" + _table(("column", "type", "value"), [*geography, epnum])
+        "every schema has:\n\n" + markdown_table(("column", "type", "value"), [*geography, epnum])
     ]
     parts += [_schema_columns(schema) for schema in schemas]
     return "\n\n".join(parts)
@@ -208,7 +202,7 @@ def _schema_columns(schema: Schema) -> str:
         )
         for column in schema.output
     ]
-    return f"### Schema {schema.name}\n\n{schema.description}.\n\n" + _table(
+    return f"### Schema {schema.name}\n\n{schema.description}.\n\n" + markdown_table(
         ("column", "type", "attribute", "codes"), rows
     )
 
@@ -235,7 +229,7 @@ def _nmf() -> str:
         "## Noisy measurements (`nmf/`)\n\n"
         "One row per level, geounit and query measured there (the queries of the config's "
         "`[budget.queries.<level>]`): public, never a raw count.\n\n"
-        + _table(("column", "type", "meaning"), rows)
+        + markdown_table(("column", "type", "meaning"), rows)
     )
 
 
@@ -257,9 +251,9 @@ def _estimates() -> str:
         "recomputes it. One file per level, `part-<i>-<level>.parquet`. Structural zeros "
         "are not imposed. Not written (a warning says so) when the geography file gives "
         "a level codes that are not GEOID prefixes: the estimate finds parents by prefix.\n\n"
-        + _table(("column", "type", "meaning"), rows)
+        + markdown_table(("column", "type", "meaning"), rows)
         + "\n\n`invariants/`: one row per geounit of each level whose total is exact.\n\n"
-        + _table(("column", "type", "meaning"), invariants)
+        + markdown_table(("column", "type", "meaning"), invariants)
     )
 
 
@@ -273,7 +267,7 @@ def _checkpoints() -> str:
         "One row per geounit of the level, written when the level is solved; the "
         "block level's is what the MDF expands. The columns after `counts` are facts of "
         "the geounit's parent, kept on its first child only.\n\n"
-        + _table(("column", "type", "meaning"), rows)
+        + markdown_table(("column", "type", "meaning"), rows)
     )
 
 
@@ -285,7 +279,7 @@ def _certificate() -> str:
         "configuration, protected values and what is held exact, never another raw input "
         "count. `<level>`, `<query>`, `<package>` and `<phase>` stand for one key each; an "
         '"exact number" is `{"exact": "p/q", "approx": float}`.\n\n'
-        + _table(("field", "meaning"), rows)
+        + markdown_table(("field", "meaning"), rows)
     )
 
 
@@ -295,9 +289,9 @@ def _confidential() -> str:
     return (
         "## The confidential directory (NOT public)\n\n"
         "Figures against the true counts: not differentially private, never to be "
-        "published.\n\n" + _table(("file", "content"), files) + "\n\n"
+        "published.\n\n" + markdown_table(("file", "content"), files) + "\n\n"
         "The metrics' columns (a row per bin and each marginal, `all`):\n\n"
-        + _table(("column", "meaning"), columns)
+        + markdown_table(("column", "meaning"), columns)
     )
 
 
