@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -53,3 +54,20 @@ def write_input(directory: Path, persons: pd.DataFrame, units: pd.DataFrame, fmt
         persons.to_parquet(directory / "persons.parquet", index=False)
         units.to_parquet(directory / "units.parquet", index=False)
     return directory
+
+
+def file_tree(root: Path) -> dict[str, bytes | None]:
+    """Every file's bytes (None for a directory) under root: equal before and after a
+    command that must write nothing and remove nothing."""
+    return {
+        p.relative_to(root).as_posix(): p.read_bytes() if p.is_file() else None
+        for p in sorted(root.rglob("*"))
+    }
+
+
+def exit_code(call: Callable[[], int]) -> int:
+    """A command's exit code, whether it returns it or argparse exits."""
+    try:
+        return call()
+    except SystemExit as exc:  # argparse
+        return int(exc.code or 0)

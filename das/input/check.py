@@ -2,19 +2,20 @@
 
 Every rule of the contract (``das.input.contract``: its names, columns and refusal texts)
 becomes a Spark condition that is true on a row that breaks it. All rules of a table are
-counted in one pass; only when something is wrong are the first offending rows
-fetched, so a clean national input costs two aggregations, two joins and a count of each
-key column. Nothing is ever dropped silently: a single bad row stops the run with a report
-that says, per rule, how many rows broke it and shows the first of them (file, record id,
-column, value, allowed).
+counted in one aggregation, a key rule from the key column alone, and both tables' counts
+come back from one Spark action (whose scans and shuffles Spark runs side by side); only
+when something is wrong are the first offending rows fetched. Nothing is ever dropped
+silently: a single bad row stops the run with a report that says, per rule, how many rows
+broke it and shows the first of them (file, record id, column, value, allowed).
 Values are read strictly here, never cast loosely: a boolean is one of the contract's
 strings, and a structural-zero rule recodes a record the way the reader will.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import reduce
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -50,6 +51,8 @@ class Rule:
     broken: Column
     allowed: str
     shown: tuple[str, ...] = ()
+    #: A key rule: counted from the key column alone, ``broken`` read only to sample rows.
+    key: bool = False
 
     @property
     def columns(self) -> tuple[str, ...]:
@@ -57,9 +60,22 @@ class Rule:
         return self.shown or (self.column,)
 
 
+@dataclass(frozen=True)
+class Checked:
+    """One table under check: ``view`` is the table with every column its rules read but
+    ``_copies`` (the rows sharing a row's key), which ``table`` gives only when a key
+    repeats; without a table the rules have no key rule."""
+
+    view: DataFrame
+    table: DataFrame | None
+    rules: list[Rule]
+    path: str
+    key: str
+
+
 def check_input(tables: InputTables, schema: Schema) -> InputCounts:
     """Raise InputError listing every broken rule; return the tables' rows when the input is
-    clean."""
+    clean. Both tables are counted by one Spark action."""
     persons, units = tables.persons, tables.units
     per_unit = persons.groupBy(UNITS.key).agg(F.count(F.lit(1)).alias("_residents"))
     unit_view = units.join(per_unit, UNITS.key, "left").withColumn(
@@ -75,31 +91,18 @@ def check_input(tables: InputTables, schema: Schema) -> InputCounts:
         F.lit(True).alias("_unit_found"),
         *[F.min(name).alias(name) for name in UNIT_ONLY_COLUMNS],
     )
-    person_view = _with_copies(
-        persons.join(unit_of_person, UNITS.key, "left"), persons, PERSONS.key
+    person_view = persons.join(unit_of_person, UNITS.key, "left")
+    rows, report = _evaluate(
+        [
+            Checked(
+                person_view, persons, table_rules(PERSONS, schema), tables.persons_path, PERSONS.key
+            ),
+            Checked(unit_view, units, table_rules(UNITS, schema), tables.units_path, UNITS.key),
+        ]
     )
-    unit_view = _with_copies(unit_view, units, UNITS.key)
-    persons_rows, person_report = _evaluate(
-        person_view, table_rules(PERSONS, schema), tables.persons_path, PERSONS.key
-    )
-    units_rows, unit_report = _evaluate(
-        unit_view, table_rules(UNITS, schema), tables.units_path, UNITS.key
-    )
-    if person_report or unit_report:
-        raise InputError(person_report + unit_report)
-    return InputCounts(persons_rows, units_rows)
-
-
-def _with_copies(view: DataFrame, table: DataFrame, key: str) -> DataFrame:
-    """The view with ``_copies``, the rows of the table that share the row's key (a null
-    key has none). Keys repeat only in a broken input: a clean one costs a count of the
-    key column alone, and only when a key repeats is each row joined to its key's count."""
-    counts = (
-        table.where(F.col(key).isNotNull()).groupBy(key).agg(F.count(F.lit(1)).alias("_copies"))
-    )
-    if counts.where(F.col("_copies") > 1).isEmpty():
-        return view.withColumn("_copies", F.lit(1))
-    return view.join(counts, key, "left")
+    if report:
+        raise InputError(report)
+    return InputCounts(*rows)
 
 
 # ---- the rules ----------------------------------------------------------------------------
@@ -144,6 +147,7 @@ def table_rules(table: Table, schema: Schema) -> list[Rule]:
             _broken(rule, table, schema),
             rule.allowed,
             rule.shown,
+            rule.test == "key",
         )
         for rule in contract.table_rules(schema, table)
     ]
@@ -202,24 +206,54 @@ def _strict(name: str) -> Column:
 
 
 # ---- evaluation ---------------------------------------------------------------------------
-def _evaluate(
-    frame: DataFrame, rules: list[Rule], path: str, key: str
-) -> tuple[int, list[tuple[Rule, int, list[str]]]]:
-    """The frame's rows and every rule counted in one aggregation; samples fetched only for
-    the broken rules."""
-    counts = frame.agg(
-        F.count(F.lit(1)).alias("rows"),
+def _evaluate(checks: Sequence[Checked]) -> tuple[list[int], list[tuple[Rule, int, list[str]]]]:
+    """Each table's rows and every rule counted in one Spark action (one one-row aggregate
+    per table, cross-joined, so Spark runs the tables' scans and shuffles side by side);
+    samples fetched only for the broken rules."""
+    frames = [_aggregate(check, f"t{t}_") for t, check in enumerate(checks)]
+    counts = reduce(DataFrame.crossJoin, frames).collect()[0]
+    rows, report = [], []
+    for t, check in enumerate(checks):
+        rows.append(int(counts[f"t{t}_rows"]))
+        for i, rule in enumerate(check.rules):
+            count = counts[f"t{t}_r{i}"] or 0
+            if count:
+                report.append((rule, int(count), _samples(check, rule)))
+    return rows, report
+
+
+def _aggregate(check: Checked, prefix: str) -> DataFrame:
+    """One row: the view's rows, and the rows breaking each rule; a key rule counts the
+    rows of the keys the table holds more than once, from the key column alone."""
+    rules = [(i, r) for i, r in enumerate(check.rules) if not r.key]
+    frame = check.view.agg(
+        F.count(F.lit(1)).alias(f"{prefix}rows"),
         *[
-            F.sum(F.coalesce(r.broken, F.lit(False)).cast("long")).alias(f"r{i}")
-            for i, r in enumerate(rules)
+            F.sum(F.coalesce(r.broken, F.lit(False)).cast("long")).alias(f"{prefix}r{i}")
+            for i, r in rules
         ],
-    ).collect()[0]
-    report = []
-    for i, rule in enumerate(rules):
-        count = counts[f"r{i}"] or 0
-        if count:
-            report.append((rule, int(count), _samples(frame, rule, path, key)))
-    return int(counts["rows"]), report
+    )
+    for i, rule in enumerate(check.rules):
+        if rule.key:
+            if check.table is None:
+                raise InternalError(f"input rule {rule.name!r}: no table to count its keys in")
+            copies = F.col("_copies")
+            shared = _key_copies(check.table, check.key).agg(
+                F.sum(F.when(copies > 1, copies)).alias(f"{prefix}r{i}")
+            )
+            frame = frame.crossJoin(shared)
+    return frame
+
+
+def _with_copies(view: DataFrame, table: DataFrame, key: str) -> DataFrame:
+    """The view with ``_copies``, the rows of the table that share the row's key (a null
+    key has none): joined only to sample a repeated key's rows."""
+    return view.join(_key_copies(table, key), key, "left")
+
+
+def _key_copies(table: DataFrame, key: str) -> DataFrame:
+    """Each key of the table with ``_copies``, its rows (null keys left out)."""
+    return table.where(F.col(key).isNotNull()).groupBy(key).agg(F.count(F.lit(1)).alias("_copies"))
 
 
 def broken_rules(
@@ -227,12 +261,15 @@ def broken_rules(
 ) -> list[tuple[Rule, int, list[str]]]:
     """The broken rules of another table (the geography file, ``das.input.geography``),
     counted and sampled as those of persons and units; ``view`` is ``table`` with the
-    columns the rules read, and gains the ``_copies`` of each key (none without a table)."""
-    view = view if table is None else _with_copies(view, table, key)
-    return _evaluate(view, rules, path, key)[1]
+    columns the rules read (no table: no key rule)."""
+    return _evaluate([Checked(view, table, rules, path, key)])[1]
 
 
-def _samples(frame: DataFrame, rule: Rule, path: str, key: str) -> list[str]:
+def _samples(check: Checked, rule: Rule) -> list[str]:
+    key, path = check.key, check.path
+    frame = check.view
+    if rule.key and check.table is not None:
+        frame = _with_copies(frame, check.table, key)
     shown = [c for c in rule.columns if c != key]
     rows = (
         frame.filter(F.coalesce(rule.broken, F.lit(False)))

@@ -132,10 +132,10 @@ def read_histograms(
 ) -> dict[str, LevelHistograms]:
     """Load, check, recode and aggregate: confidential histograms for every level of the run."""
     tables = load_tables(spark, config, input_dir)
-    for frame, path in ((tables.persons, tables.persons_path), (tables.units, tables.units_path)):
-        log.info("read: %s opened: %s rows", path, f"{frame.count():,}")
-    log.info("read: checking the input contract (every rule, one pass per table)")
-    check_input(tables, config.schema)
+    log.info("read: checking the input contract (every rule, both tables in one Spark action)")
+    rows = check_input(tables, config.schema)
+    for path, count in ((tables.persons_path, rows.persons), (tables.units_path, rows.units)):
+        log.info("read: %s: %s rows", path, f"{count:,}")
     geography = read_geography(spark, config, input_dir, tables.units, tables.units_path)
     log.info("read: input checked; building the histograms of every level")
     persons, units = typed(tables)
@@ -161,10 +161,3 @@ def count_geounits(histograms: dict[str, LevelHistograms]) -> dict[str, int]:
         geounits[name] = level.frame.count()
         log.info("read: %s histograms built: %s geounits", name, f"{geounits[name]:,}")
     return geounits
-
-
-def input_counts(spark: SparkSession, config: Config, input_dir: str) -> tuple[int, int]:
-    """Rows of the persons and the units table, for the certificate (totals that the
-    invariants publish)."""
-    tables = load_tables(spark, config, input_dir)
-    return tables.persons.count(), tables.units.count()

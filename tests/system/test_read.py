@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from das.errors import UserError
-from das.input.check import InputError, check_input
+from das.input.check import InputCounts, InputError, check_input
 from das.input.read import read_histograms
 from das.input.tables import load_tables
 from das.spec.config import load_config
@@ -281,3 +281,46 @@ def test_a_toy_schema_gets_its_own_zero_rules(spark, config, tmp_path):
     assert [(r.name, n) for r, n, _ in info.value.report] == [
         ("structural-zero-occupancy", occupied_housing)
     ]
+
+
+# ---- what the check costs and counts --------------------------------------------------------
+def test_a_clean_input_is_counted_by_one_spark_action(spark, config, tmp_path, monkeypatch):
+    """Both tables' rows and every rule come back from one action: no count, no isEmpty,
+    no sample fetched."""
+    persons, units = tiny_input(seed=11)
+    write_input(tmp_path, persons, units)
+    tables = load_tables(spark, config, str(tmp_path))
+    actions: list[str] = []
+    frames = type(tables.persons)  # the session's DataFrame class (pyspark's classic one)
+    for name in ("collect", "count", "isEmpty", "first", "take", "toArrow", "toPandas"):
+        method = getattr(frames, name)
+        monkeypatch.setattr(
+            frames,
+            name,
+            lambda self, *a, _n=name, _m=method, **k: actions.append(_n) or _m(self, *a, **k),
+        )
+    assert check_input(tables, config.schema) == InputCounts(len(persons), len(units))
+    assert actions == ["collect"]
+
+
+def test_repeated_keys_count_every_copy_and_no_null(spark, config, tmp_path):
+    """A key rule counts each row whose key another row holds too (three copies: three rows);
+    a null key is the null rule's, not a repeat."""
+    persons, units = tiny_input(seed=12)
+    persons["person_id"] = persons["person_id"].astype("Int64")
+    persons.loc[[1, 2], "person_id"] = persons.loc[0, "person_id"]  # three rows with one id
+    persons.loc[4, "person_id"] = persons.loc[3, "person_id"]  # two with another
+    persons.loc[[6, 7], "person_id"] = None
+    units.loc[1, "unit_id"] = units.loc[0, "unit_id"]
+    write_input(tmp_path, persons, units)
+    tables = load_tables(spark, config, str(tmp_path))
+    with pytest.raises(InputError) as info:
+        check_input(tables, config.schema)
+    counts = {r.name: n for r, n, _ in info.value.report}
+    assert counts["null-person_id"] == 2
+    assert counts["duplicate-person-id"] == 5
+    assert counts["duplicate-unit-id"] == 2
+    path = f"{tmp_path}/persons.parquet"
+    ids = [persons.loc[0, "person_id"]] * 3 + [persons.loc[3, "person_id"]] * 2
+    samples = next(s for r, _, s in info.value.report if r.name == "duplicate-person-id")
+    assert samples == [f"{path}: person_id={i}" for i in sorted(ids, key=str)]

@@ -4,7 +4,6 @@ the summary of a clean input. The checks on Spark are in tests/system/test_check
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -16,7 +15,7 @@ from das.job.check import CheckSummary, TableSummary, render_check
 from das.job.cli import main
 from das.spark import session
 from tests.conftest import ROOT
-from tests.helpers import tiny_input, write_input
+from tests.helpers import exit_code, file_tree, tiny_input, write_input
 
 DEMO = str(ROOT / "configs" / "demo.toml")
 
@@ -84,30 +83,16 @@ CASES = [
 ]  # fmt: skip
 
 
-def _tree(root: Path) -> dict[str, bytes | None]:
-    return {
-        p.relative_to(root).as_posix(): p.read_bytes() if p.is_file() else None
-        for p in sorted(root.rglob("*"))
-    }
-
-
-def _exit_code(call: Callable[[], int]) -> int:
-    try:
-        return call()
-    except SystemExit as exc:  # argparse
-        return int(exc.code or 0)
-
-
 @pytest.mark.parametrize(("argv", "message"), CASES)
 def test_each_refusal_before_spark_exits_2_and_writes_nothing(
     world: Path, no_spark: None, capsys: pytest.CaptureFixture[str], argv, message
 ) -> None:
-    before = _tree(world)
-    assert _exit_code(lambda: main([a.replace("{t}", str(world)) for a in argv])) == 2
+    before = file_tree(world)
+    assert exit_code(lambda: main([a.replace("{t}", str(world)) for a in argv])) == 2
     captured = capsys.readouterr()
     assert re.match(message, captured.err), captured.err
     assert "Traceback" not in captured.err and captured.out == ""
-    assert _tree(world) == before
+    assert file_tree(world) == before
 
 
 def test_the_summary_fits_one_screen() -> None:

@@ -12,7 +12,6 @@ import importlib.util
 import json
 import re
 import shutil
-from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
 from types import ModuleType
@@ -29,7 +28,7 @@ from das.spark import session
 from das.spark.marks import RunMode
 from das.spec.config import load_config
 from tests.conftest import ROOT
-from tests.helpers import tiny_input, write_input
+from tests.helpers import exit_code, file_tree, tiny_input, write_input
 
 DEMO = str(ROOT / "configs" / "demo.toml")
 PRODUCTION = str(ROOT / "configs" / "pl94_2020_production.toml")
@@ -232,30 +231,16 @@ CASES = [
 ]  # fmt: skip
 
 
-def _tree(root: Path) -> dict[str, bytes | None]:
-    return {
-        p.relative_to(root).as_posix(): p.read_bytes() if p.is_file() else None
-        for p in sorted(root.rglob("*"))
-    }
-
-
-def _exit_code(call: Callable[[], int]) -> int:
-    try:
-        return call()
-    except SystemExit as exc:  # argparse
-        return int(exc.code or 0)
-
-
 @pytest.mark.parametrize(("argv", "message"), CASES)
 def test_each_user_error_exits_2_before_spark(
     world: Path, no_spark: None, capsys: pytest.CaptureFixture[str], argv, message
 ) -> None:
-    before = _tree(world)
-    assert _exit_code(lambda: main([a.replace("{t}", str(world)) for a in argv])) == 2
+    before = file_tree(world)
+    assert exit_code(lambda: main([a.replace("{t}", str(world)) for a in argv])) == 2
     err = capsys.readouterr().err
     assert re.match(message, err), err
     assert "Traceback" not in err and "\n\n" not in err.strip()
-    assert _tree(world) == before  # nothing written, nothing removed
+    assert file_tree(world) == before  # nothing written, nothing removed
 
 
 class _Spark:
@@ -325,7 +310,7 @@ def test_the_notes_of_a_failed_run_are_printed(world, monkeypatch, capsys, error
 
 # ---- conventions: --version, -v/-q anywhere, --conf, --dry-run, jobs/topdown.py -------------
 def test_version_names_das_and_the_packages_that_change_results(capsys):
-    assert _exit_code(lambda: main(["--version"])) == 0
+    assert exit_code(lambda: main(["--version"])) == 0
     first, second = capsys.readouterr().out.splitlines()
     assert first == f"das {metadata.version('das')}"
     assert second == ", ".join(f"{p} {metadata.version(p)}" for p in RESULT_PACKAGES)
@@ -367,14 +352,14 @@ def test_v_and_q_are_taken_before_and_after_the_command(where, verbose, quiet):
 
 
 def test_a_dry_run_prints_the_plan_and_starts_nothing(world, no_spark, capsys):
-    before = _tree(world)
+    before = file_tree(world)
     argv = [a.replace("{t}", str(world)) for a in _run("--dry-run", "-q")]
     assert main(argv) == 0
     out = capsys.readouterr().out
     assert out.startswith("das run demo: the plan (dry run: no Spark, nothing read or written)")
     assert "  total (6 levels, 64 queries)" in out and "epsilon = 17.1436" in out
     assert f"{world}/new/mdf/" in out and f"{world}/new-confidential/report.html" in out
-    assert _tree(world) == before
+    assert file_tree(world) == before
 
 
 def test_conf_pairs_reach_the_spark_session(world, monkeypatch, capsys):
