@@ -57,9 +57,10 @@ def coverage(
         part = table.filter(
             pc.and_(pc.equal(table["level"], level), pc.equal(table["query"], query))
         )
-        frame = part.to_pandas().sort_values(["geocode", "cell"])
-        true = np.concatenate([answers[g] for g in frame["geocode"].drop_duplicates()])
-        est, var = frame["estimate"].to_numpy(), frame["variance"].to_numpy()
+        part = part.sort_by("geocode")
+        true = np.concatenate([answers[g] for g in part["geocode"].to_pylist()])
+        est = pc.list_flatten(part["estimates"]).to_numpy()
+        var = pc.list_flatten(part["variances"]).to_numpy()
         live = var > 1e-9
         inside = np.abs(est - true) <= Z90 * np.sqrt(np.where(live, var, 0))
         result[(level, query)] = (int(inside[live].sum()), int(live.sum()))

@@ -18,11 +18,19 @@ from das.spec.schema import Query, Schema
 
 def _reduce(basis: Basis, z: np.ndarray, kinds: tuple[str, ...]) -> np.ndarray:
     """Q along every attribute of a (geounits, attributes...) tensor: sums and groupings."""
-    for i, (ax, kind) in enumerate(zip(basis.axes, kinds, strict=True)):
-        if kind == SUM:
-            z = z.sum(axis=i + 1, keepdims=True)
-        elif kind == GROUP:
-            z = np.moveaxis(np.tensordot(z, ax.matrix(kind), axes=([i + 1], [1])), -1, i + 1)
+    for i, kind in enumerate(kinds):
+        z = _reduce_axis(basis, z, i, kind)
+    return z
+
+
+def _reduce_axis(basis: Basis, z: np.ndarray, i: int, kind: str) -> np.ndarray:
+    """Q's factor along attribute ``i``: kept, summed out (size 1) or grouped."""
+    if kind == SUM:
+        return z.sum(axis=i + 1, keepdims=True)
+    if kind == GROUP:
+        return np.moveaxis(
+            np.tensordot(z, basis.axes[i].matrix(kind), axes=([i + 1], [1])), -1, i + 1
+        )
     return z
 
 
@@ -92,6 +100,24 @@ def estimate(basis: Basis, schema: Schema, x: np.ndarray, query: Query) -> np.nd
     kinds = query_kinds(query, schema)
     z = _reduce(basis, x.reshape(-1, *basis.shape), kinds)
     return z.reshape(z.shape[0], -1)
+
+
+def estimates(
+    basis: Basis, schema: Schema, x: np.ndarray, queries: list[Query]
+) -> list[np.ndarray]:
+    """``estimate`` of every query, the reductions of a common prefix of attributes done
+    once: the block's eight queries that sum out ``hhgq`` share that one pass over the
+    histograms (the same operations in the same order, so the same values)."""
+    done: dict[tuple[str, ...], np.ndarray] = {(): x.reshape(-1, *basis.shape)}
+    found = []
+    for query in queries:
+        kinds = query_kinds(query, schema)
+        for i in range(len(kinds)):
+            if kinds[: i + 1] not in done:
+                done[kinds[: i + 1]] = _reduce_axis(basis, done[kinds[:i]], i, kinds[i])
+        z = done[kinds]
+        found.append(z.reshape(z.shape[0], -1))
+    return found
 
 
 def variance(

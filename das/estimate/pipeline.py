@@ -19,7 +19,7 @@ import pyarrow as pa
 from pyspark.sql import SparkSession
 
 from das.errors import InternalError, UserError
-from das.estimate.answers import estimate, histograms, level_data, variance, variance_plan
+from das.estimate.answers import estimates, histograms, level_data, variance, variance_plan
 from das.estimate.basis import Basis, schema_basis
 from das.estimate.read import LevelAnswers, invariant_totals, level_answers, parents, read_public
 from das.estimate.tree import Estimate, Invariant, LevelData, blue
@@ -30,7 +30,7 @@ from das.spec.config import Config
 
 log = logging.getLogger("das.estimate")
 
-#: Geounits per row group of ``estimates/`` (a block's queries: 2,603 rows each).
+#: Geounits per row group of ``estimates/`` (a block: 11 rows, 2,603 cells).
 GEOUNITS_PER_BATCH = 2000
 
 
@@ -38,7 +38,8 @@ GEOUNITS_PER_BATCH = 2000
 class LevelSummary:
     level: str
     geounits: int
-    rows: int
+    rows: int  # geounits x queries
+    cells: int  # the estimates written: geounits x the queries' cells
 
 
 def measured(
@@ -115,7 +116,7 @@ def _batches(
             level,
             geocodes[part],
             [q.name for q in queries],
-            [estimate(basis, config.schema, x, q) for q in queries],
+            estimates(basis, config.schema, x, queries),
             [
                 variance(basis, config.schema, cov, q, p)
                 for q, p in zip(queries, plans, strict=True)
@@ -127,19 +128,20 @@ def _batches(
 def estimate_output(spark: SparkSession, config: Config, output: str) -> list[LevelSummary]:
     """Read the run's NMF and invariants, compute the BLUE, write ``estimates/``."""
     basis, found, data, inv = measured(spark, config, output)
-    estimates = blue(basis, data, inv)
+    levels = blue(basis, data, inv)
     path = f"{output.rstrip('/')}/estimates"
     if exists(spark, path):
         delete(spark, path)  # a recomputation replaces the whole directory
     start(spark, path)
     schema = arrow_schema(RunMode.of(config.seed))
     summaries = []
-    for index, (answers, est) in enumerate(zip(found, estimates, strict=True)):
+    for index, (answers, est) in enumerate(zip(found, levels, strict=True)):
         name = config.geography.names[index]
         batches = _batches(basis, config, name, answers.geocodes, est, schema)
         write_level(spark, path, f"part-{index:02d}-{name}.parquet", batches, schema)
-        cells = sum(q.size for q in config.queries[name])
-        summaries.append(LevelSummary(name, len(answers.geocodes), len(answers.geocodes) * cells))
+        n, queries = len(answers.geocodes), config.queries[name]
+        cells = sum(q.size for q in queries)
+        summaries.append(LevelSummary(name, n, n * len(queries), n * cells))
     finish(spark, path)
     log.info("estimates written to %s", path)
     return summaries

@@ -1,9 +1,10 @@
 """The public files the estimator writes: ``estimates/`` (from the driver) and
 ``invariants/`` (from the input's histograms, on Spark).
 
-``estimates/`` is built on the driver, one Parquet file per level written in row groups
-of a few thousand geounits, with pyarrow (a local output) or as bytes through Spark's file
-system (any other). Every column carries the run's mode, in the footer entry where Spark
+``estimates/`` is built on the driver: a row per geounit and query, its cells as two
+arrays (estimates, variances), one Parquet file per level written in row groups of a few
+thousand geounits, with pyarrow (a local output) or as bytes through Spark's file system
+(any other). Every column carries the run's mode, in the footer entry where Spark
 keeps a DataFrame's schema, exactly as Spark's own writer marks the NMF
 (``das.spark.marks``): Spark and the validator read it the same way.
 """
@@ -30,9 +31,8 @@ ESTIMATES_SCHEMA = T.StructType(
         T.StructField("level", T.StringType(), False),
         T.StructField("geocode", T.StringType(), False),
         T.StructField("query", T.StringType(), False),
-        T.StructField("cell", T.IntegerType(), False),
-        T.StructField("estimate", T.DoubleType(), False),
-        T.StructField("variance", T.DoubleType(), False),
+        T.StructField("estimates", T.ArrayType(T.DoubleType(), False), False),
+        T.StructField("variances", T.ArrayType(T.DoubleType(), False), False),
     ]
 )
 
@@ -47,18 +47,17 @@ INVARIANTS_SCHEMA = T.StructType(
 
 
 def arrow_schema(mode: RunMode) -> pa.Schema:
-    """The estimates' Arrow schema (strings dictionary-encoded), marked with ``mode``."""
+    """The estimates' Arrow schema, marked with ``mode``."""
     marked = T.StructType(
         [T.StructField(f.name, f.dataType, f.nullable, mode.metadata) for f in ESTIMATES_SCHEMA]
     )
-    string = pa.dictionary(pa.int32(), pa.string())
+    doubles = pa.list_(pa.field("element", pa.float64(), False))
     fields = [
-        pa.field("level", string, False),
-        pa.field("geocode", string, False),
-        pa.field("query", string, False),
-        pa.field("cell", pa.int32(), False),
-        pa.field("estimate", pa.float64(), False),
-        pa.field("variance", pa.float64(), False),
+        pa.field("level", pa.string(), False),
+        pa.field("geocode", pa.string(), False),
+        pa.field("query", pa.string(), False),
+        pa.field("estimates", doubles, False),
+        pa.field("variances", doubles, False),
     ]
     return pa.schema(fields, metadata={SPARK_SCHEMA_KEY: marked.json()})
 
@@ -71,22 +70,30 @@ def estimate_batch(
     variances: list[np.ndarray],
     schema: pa.Schema,
 ) -> pa.RecordBatch:
-    """Rows (geounit, then query, then cell) of some geounits: estimates[j] and
-    variances[j] are geounits x cells of queries[j]."""
-    n = len(geocodes)
-    sizes = np.array([e.shape[1] for e in estimates])
-    width = int(sizes.sum())
+    """Rows (geounit, then query) of some geounits: estimates[j] and variances[j] are
+    geounits x cells of queries[j]. Each column is one buffer: the geounits' cells side
+    by side (geounit-major, as the rows), cut into lists by offsets."""
+    n, k = len(geocodes), len(queries)
+    sizes = np.array([e.shape[1] for e in estimates], dtype=np.int64)
+    offsets = np.concatenate([[0], np.cumsum(np.tile(sizes, n))]).astype(np.int32)
 
-    def dictionary(indices: np.ndarray, values: list[str]) -> pa.DictionaryArray:
-        return pa.DictionaryArray.from_arrays(pa.array(indices, pa.int32()), pa.array(values))
+    def strings(indices: np.ndarray, values: list[str]) -> pa.Array:
+        indices_array = pa.array(indices.astype(np.int32), pa.int32())
+        encoded = pa.DictionaryArray.from_arrays(indices_array, pa.array(values, pa.string()))
+        return encoded.dictionary_decode()
+
+    def lists(parts: list[np.ndarray]) -> pa.Array:
+        values = np.hstack(parts).ravel() if n else np.zeros(0)
+        return pa.ListArray.from_arrays(
+            pa.array(offsets), pa.array(values), type=schema.field("estimates").type
+        )
 
     columns = [
-        dictionary(np.zeros(n * width, dtype=np.int32), [level]),
-        dictionary(np.repeat(np.arange(n, dtype=np.int32), width), list(geocodes)),
-        dictionary(np.tile(np.repeat(np.arange(len(queries), dtype=np.int32), sizes), n), queries),
-        pa.array(np.tile(np.concatenate([np.arange(s) for s in sizes]), n).astype(np.int32)),
-        pa.array(np.hstack(estimates).ravel()),
-        pa.array(np.hstack(variances).ravel()),
+        strings(np.zeros(n * k), [level]),
+        strings(np.repeat(np.arange(n), k), [str(g) for g in geocodes]),
+        strings(np.tile(np.arange(k), n), queries),
+        lists(estimates),
+        lists(variances),
     ]
     return pa.RecordBatch.from_arrays(columns, schema=schema)
 
@@ -99,7 +106,7 @@ def write_level(
     sink: str | io.BytesIO = f"{local}/{name}" if local is not None else io.BytesIO()
     # dictionaries for the repetitive columns only: a dictionary of 46M distinct estimates
     # is built, found too large and dropped, page after page
-    dictionary = ["level", "geocode", "query", "cell"]
+    dictionary = ["level", "geocode", "query"]
     with pq.ParquetWriter(sink, schema, compression="zstd", use_dictionary=dictionary) as writer:
         for batch in batches:
             writer.write_batch(batch)

@@ -43,7 +43,10 @@ def write_run_invariants(
 
 def render(output: str, levels: Sequence[LevelSummary], seconds: float) -> str:
     lines = [f"estimates written to {output.rstrip('/')}/estimates in {seconds:.1f} s:"]
-    lines += [f"  {s.level:<12} {s.geounits:>9,} geounits {s.rows:>13,} rows" for s in levels]
+    lines += [
+        f"  {s.level:<12} {s.geounits:>9,} geounits {s.rows:>11,} rows {s.cells:>13,} cells"
+        for s in levels
+    ]
     return "\n".join(lines)
 
 

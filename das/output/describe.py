@@ -33,10 +33,10 @@ ESTIMATE_COLUMNS = {
     "level": "the geographic level",
     "geocode": "the geounit",
     "query": "a query measured at the level",
-    "cell": "the query's cell, 0-based in cell order",
-    "estimate": "the estimate (unconstrained: can be negative or fractional)",
-    "variance": "its exact variance; 0 for a total held exact. A 90% interval: estimate "
-    "+- 1.6449 sqrt(variance)",
+    "estimates": "the estimate of every cell of the query, indexed by the 0-based cell "
+    "(unconstrained: can be negative or fractional)",
+    "variances": "their exact variances, aligned; 0 for a total held exact. A 90% interval: "
+    "estimates[i] +- 1.6449 sqrt(variances[i])",
 }
 
 INVARIANT_COLUMNS = {
@@ -244,9 +244,10 @@ def _estimates() -> str:
     ]
     return (
         "## Estimates (`estimates/`) and invariants (`invariants/`)\n\n"
-        "One row per level, geounit, query measured at the level, and cell: the best linear "
-        "unbiased estimate (generalised least squares over the whole tree: every "
-        "measurement of every geounit, the invariants exact) and its variance, computed from "
+        "One row per level, geounit and query measured at the level: the best linear "
+        "unbiased estimate of each of the query's cells (generalised least squares over the "
+        "whole tree: every measurement of every geounit, the invariants exact) and its "
+        "variance, as two arrays of the query's size (no nulls), computed from "
         "the public `nmf/`, `invariants/` and `run.json` only, so `das estimate OUTPUT` "
         "recomputes it. One file per level, `part-<i>-<level>.parquet`. Structural zeros "
         "are not imposed. Not written (a warning says so) when the geography file gives "

@@ -10,6 +10,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
+from das.estimate.write import ESTIMATES_SCHEMA
 from das.job.cli import main
 from das.job.run import run_job
 from das.spark.marks import footer, footer_modes, parquet_files
@@ -37,21 +38,42 @@ def test_the_job_writes_marked_estimates_of_every_measured_query(spark, finished
     for level, queries in config.queries.items():
         rows = table[table["level"] == level]
         geounits = rows["geocode"].nunique()
-        assert len(rows) == geounits * sum(q.size for q in queries)
+        assert len(rows) == geounits * len(queries)  # one row per geounit and query
         assert set(rows["query"]) == {q.name for q in queries}
-    assert (table["variance"] >= 0).all()
+        sizes = {q.name: q.size for q in queries}
+        for row in rows.itertuples():
+            assert len(row.estimates) == len(row.variances) == sizes[row.query]
+            assert np.all(np.isfinite(row.estimates)) and np.all(row.variances >= 0)
     for path in parquet_files(spark, str(output / "estimates")):
         assert footer_modes(footer(spark, path)) == {"test"}
     # the invariant totals: exact, variance 0 (where the level measures `total`)
     invariants = pq.read_table(output / "invariants").to_pandas()
-    assert {lv: list(v) for lv, v in zip(invariants["level"], invariants["values"], strict=True)}[
-        "us"
-    ] == [persons]
+    exact_totals = {
+        (lv, g): list(v)
+        for lv, g, v in zip(
+            invariants["level"], invariants["geocode"], invariants["values"], strict=True
+        )
+    }
+    assert exact_totals[("us", "")] == [persons]
     exact = table[(table["query"] == "total") & table["level"].isin(set(invariants["level"]))]
     for row in exact.itertuples():
-        assert row.variance == 0.0
+        assert list(row.variances) == [0.0]
+        assert row.estimates[0] == pytest.approx(exact_totals[(row.level, row.geocode)][0])
     certificate = json.loads((output / "certificate.json").read_text())
     assert "estimate" in certificate["timings_seconds"]
+
+
+def test_spark_reads_the_estimates_as_written(spark, finished):
+    _, output, _ = finished
+    frame = spark.read.parquet(str(output / "estimates"))
+    # Spark reads every Parquet column back as nullable (elements included)
+    assert [(f.name, f.dataType.simpleString()) for f in frame.schema] == [
+        (f.name, f.dataType.simpleString()) for f in ESTIMATES_SCHEMA
+    ]
+    files = (output / "estimates").glob("*.parquet")
+    assert frame.count() == sum(pq.read_metadata(p).num_rows for p in files)
+    row = frame.where("query = 'total'").first()
+    assert row is not None and len(row["estimates"]) == len(row["variances"]) == 1
 
 
 def test_das_estimate_recomputes_the_same_from_the_public_files(finished, tmp_path, capsys):
@@ -66,11 +88,11 @@ def test_das_estimate_recomputes_the_same_from_the_public_files(finished, tmp_pa
     for name in sorted(p.name for p in (output / "estimates").glob("*.parquet")):
         a = pq.read_table(output / "estimates" / name).to_pandas()
         b = pq.read_table(copy / "estimates" / name).to_pandas()
-        assert a[["level", "geocode", "query", "cell"]].equals(
-            b[["level", "geocode", "query", "cell"]]
-        )
-        np.testing.assert_allclose(a["estimate"], b["estimate"], rtol=0, atol=1e-9)
-        np.testing.assert_allclose(a["variance"], b["variance"], rtol=0, atol=1e-9)
+        assert a[["level", "geocode", "query"]].equals(b[["level", "geocode", "query"]])
+        for column in ("estimates", "variances"):
+            np.testing.assert_allclose(
+                np.concatenate(a[column]), np.concatenate(b[column]), rtol=0, atol=1e-9
+            )
 
 
 def test_das_estimate_refuses_what_is_not_a_finished_run(finished, tmp_path, capsys):
