@@ -51,9 +51,10 @@ from das.output.certificate import (
 )
 from das.output.microdata import write_microdata
 from das.output.validate import validate_run
-from das.postprocess.levels import solve_and_checkpoint
+from das.postprocess.levels import blue_targets, solve_and_checkpoint
 from das.postprocess.report import LevelReport
 from das.postprocess.solvers import check_solver
+from das.postprocess.target import check_target, check_target_files
 from das.privacy.generator import Rng, secure_rng, seeded_rng
 from das.privacy.measure import nmf_complete, read_nmf, write_nmf
 from das.spark.marks import RunMode
@@ -114,6 +115,7 @@ def run_job(
     ``spark_conf`` Spark settings that win over the config's (``--conf``).
     """
     check_solver(config)  # a bad postprocess.solver fails now, not levels into the run
+    check_target_files(config, input_dir)  # target "blue" needs the estimate
     paths = run_paths(input_dir, output, confidential)
     checked = check_run(config, paths, resume)  # local paths: before Spark starts
     check_input_files(config, input_dir)  # footers and headers of local input files
@@ -133,6 +135,8 @@ def _run(
     with phase(progress, "read"):
         histograms = read_histograms(spark, config, input_dir)
         geounits = count_geounits(histograms)
+        coded = [name for name, level in histograms.items() if level.parents is not None]
+        check_target(config, coded)  # a geography file under a URI: known only now
     if not resume:  # the input passed its checks: only now does the run write anything
         write_record(spark, config, output, confidential, checked.fingerprint)
     nmf, noise_source, measurement = measure(
@@ -140,7 +144,6 @@ def _run(
     )
     with phase(progress, "estimate"):  # the BLUE, from the public NMF and invariants only
         write_run_invariants(spark, config, histograms, output)
-        coded = [name for name, level in histograms.items() if level.parents is not None]
         if coded:  # das.estimate finds a geounit's parent by GEOID prefix
             log.warning(
                 "estimate: not computed: the geography file gives parents that are not "
@@ -149,6 +152,8 @@ def _run(
             )
         else:
             estimate_output(spark, config, output)
+    if config.file.postprocess.target == "blue":  # the fit's targets: the BLUE, not the NMF
+        nmf = blue_targets(spark, f"{output}/estimates")
     reports, protected = solve_levels(spark, config, nmf, histograms, geounits, output, progress)
     blocks = protected[config.geography.block.name]
     with phase(progress, "write"):

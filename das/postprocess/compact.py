@@ -36,6 +36,14 @@ class CompactQuery:
     weight: float
     answers: np.ndarray = field(repr=False)  # (children x n_rows)
     constant: float
+    #: (n_rows,) each row's weight relative to ``weight`` (the measurement's row weights)
+    row_weight: np.ndarray = field(default_factory=lambda: np.ones(0), repr=False)
+
+    def weights(self) -> np.ndarray:
+        """(n_rows,) the weight of each row: ``weight`` times its row weight."""
+        if self.row_weight.size != self.n_rows:
+            return np.full(self.n_rows, self.weight)
+        return self.weight * self.row_weight
 
     def sums(self, x: np.ndarray) -> np.ndarray:
         """(children x blocks) values -> (children x n_rows) query answers (A x per child)."""
@@ -47,6 +55,10 @@ class CompactQuery:
     def gram(self) -> np.ndarray:
         """A'A (blocks x blocks, dense): 1 where two blocks share a query row."""
         return (self.row[:, None] == self.row[None, :]).astype(np.float64)
+
+    def weighted_gram(self) -> np.ndarray:
+        """A'WA (blocks x blocks, dense): the row's weight where two blocks share it."""
+        return self.gram() * self.weights()[self.row][:, None]
 
 
 @dataclass(frozen=True)
@@ -72,6 +84,14 @@ class CompactProblem:
     stated_upper: np.ndarray = field(repr=False)
     open: np.ndarray = field(repr=False)
     row_origin: np.ndarray = field(repr=False)
+    #: (children,) each child's objective weight (``ParentProblem.child_weights``); empty: 1
+    child_weight: np.ndarray = field(default_factory=lambda: np.ones(0), repr=False)
+
+    def child_scale(self) -> np.ndarray:
+        """(children,) each child's objective weight."""
+        if self.child_weight.size != self.n_children:
+            return np.ones(self.n_children)
+        return self.child_weight
 
     @property
     def n_blocks(self) -> int:
@@ -117,13 +137,24 @@ def _block_matrix(index: np.ndarray, n_rows: int) -> sp.csr_matrix:
     return sp.csr_matrix((np.ones(blocks), (index, np.arange(blocks))), shape=(n_rows, blocks))
 
 
-def _compact_query(m: Measurement, lay: Layout) -> CompactQuery:
+def _compact_query(m: Measurement, lay: Layout, scale: np.ndarray) -> CompactQuery:
+    """The query over blocks; rows touching no live cell are only a constant: their
+    (child- and row-) weighted squared answers."""
     touched, index = _compact_rows(m.matrix, lay)
     untouched = np.ones(m.matrix.shape[0], dtype=bool)
     untouched[touched] = False
-    constant = m.weight * float(np.square(m.answers[:, untouched]).sum())
+    weights = m.weights()
+    squares = np.square(m.answers[:, untouched]) * weights[untouched][None, :]
+    constant = float((scale[:, None] * squares).sum())
+    row_weight = np.ones(touched.size) if m.row_weights is None else m.row_weights[touched]
     return CompactQuery(
-        m.query_name, index, int(touched.size), m.weight, m.answers[:, touched], constant
+        m.query_name,
+        index,
+        int(touched.size),
+        m.weight,
+        m.answers[:, touched],
+        constant,
+        row_weight,
     )
 
 
@@ -214,10 +245,11 @@ def compact(problem: ParentProblem, lay: Layout) -> CompactProblem:
         parent = np.bincount(lay.block, weights=problem.parent[lay.live], minlength=lay.n_blocks)
     rows, row_values, row_origin = _compact_equalities(problem, lay)
     groups, lower, upper, stated_upper = _compact_groups(problem, lay)
+    scale = problem.child_scale()
     return CompactProblem(
         n_children=problem.n_children,
         parent=parent,
-        queries=tuple(_compact_query(m, lay) for m in problem.measurements),
+        queries=tuple(_compact_query(m, lay, scale) for m in problem.measurements),
         rows=rows,
         row_values=row_values,
         groups=groups,
@@ -226,6 +258,7 @@ def compact(problem: ParentProblem, lay: Layout) -> CompactProblem:
         stated_upper=stated_upper,
         open=stated_upper[:, groups] > 0,
         row_origin=row_origin,
+        child_weight=scale,
     )
 
 

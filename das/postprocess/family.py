@@ -11,6 +11,7 @@ with the earlier passes' answers fixed) and ``family_rows`` formats the result a
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -20,6 +21,7 @@ import pyarrow.compute as pc
 from das.errors import InternalError, UserError
 from das.postprocess.parent import UNBOUNDED, FixedQuery, Measurement, ParentProblem
 from das.postprocess.solvers import solver_named
+from das.postprocess.target import blue_weights
 from das.spec.config import Config
 from das.spec.schema import Query, Schema
 
@@ -52,6 +54,7 @@ class LevelPlan:
     schema: Schema
     failsafe: bool
     combine_totals: bool
+    target: str  # "blue": fit the children's BLUE (das.postprocess.target); or "measurements"
     solver: str  # a name in das.postprocess.solvers.SOLVERS
     mip_gap: float
     mip_time_limit: float
@@ -73,6 +76,7 @@ def level_plan(config: Config, level: str) -> LevelPlan:
         schema=config.schema,
         failsafe=config.file.postprocess.failsafe,
         combine_totals=config.file.postprocess.combine_totals,
+        target=config.file.postprocess.target,
         solver=config.file.postprocess.solver,
         mip_gap=config.file.postprocess.mip_gap,
         mip_time_limit=config.file.postprocess.mip_time_limit,
@@ -170,10 +174,29 @@ def _pass_problem(
     bounds: Bounds,
     totals: np.ndarray | None,
     fixed: tuple[FixedQuery, ...],
+    variances: dict[str, np.ndarray] | None = None,
 ) -> ParentProblem:
-    """One pass of the family: its queries' answers to fit, under every constraint."""
+    """One pass of the family: its queries' answers to fit, under every constraint.
+    ``variances`` given: ``answers`` are the BLUE, weighted by them (das.postprocess.target)."""
     groups, lower, upper = bounds
     by_name = {q.name: q for q in plan.queries}
+    if variances is not None:
+        child_weights, row_weights = blue_weights(variances, pass_queries)
+        return ParentProblem(
+            parent=parent,
+            n_children=n_children,
+            measurements=tuple(
+                Measurement(q, by_name[q].matrix, 1.0, answers[q], row_weights[q])
+                for q in pass_queries
+            ),
+            structural_zero=plan.schema.structural_zero_mask,
+            facility_groups=groups,
+            group_lower=lower,
+            group_upper=upper,
+            child_totals=totals,
+            fixed=fixed,
+            child_weights=child_weights,
+        )
     # Dividing every weight of the pass by the largest leaves the minimiser unchanged and
     # keeps the solvers well scaled whatever rho is (rho = 1e12 gives weights ~ 1e11).
     scale = max(plan.weights[q] for q in pass_queries)
@@ -204,8 +227,10 @@ def solve_family(
     answers: dict[str, np.ndarray],
     units: np.ndarray,
     totals: np.ndarray | None,
+    variances: dict[str, np.ndarray] | None = None,
 ) -> FamilyResult:
-    """Solve one parent's children through every pass (see ``FamilyResult``)."""
+    """Solve one parent's children through every pass (see ``FamilyResult``); with
+    ``variances``, ``answers`` are the children's BLUE and the fit is weighted by them."""
     bounds = facility_bounds(plan.schema, units)
     by_name = {q.name: q for q in plan.queries}
     solve = solver_named(plan.solver)
@@ -217,7 +242,7 @@ def solve_family(
         if totals is not None and pass_queries == ("total",):
             continue  # the totals are already exact: nothing to estimate in this pass
         problem = _pass_problem(
-            plan, parent, answers, pass_queries, len(units), bounds, totals, tuple(fixed)
+            plan, parent, answers, pass_queries, len(units), bounds, totals, tuple(fixed), variances
         )
         solution = solve(
             problem,
@@ -267,9 +292,15 @@ def family_rows(plan: LevelPlan, group: pa.Table, parent: np.ndarray | None) -> 
     if not np.array_equal(order, np.arange(group.num_rows)):  # Spark's groups have no order;
         group = group.take(order)  # family_table's are sorted already (no copy needed)
     answers = {q.name: _matrix(group, f"q{i}", np.float64) for i, q in enumerate(plan.queries)}
+    variances = None
+    if plan.target == "blue":  # the variances' columns follow the estimates' (target_names)
+        k = len(plan.queries)
+        variances = {
+            q.name: _matrix(group, f"q{k + i}", np.float64) for i, q in enumerate(plan.queries)
+        }
     units = _matrix(group, "units", np.int64)
     totals = group.column("total").to_numpy().astype(np.int64) if plan.totals_invariant else None
-    result = solve_family(plan, parent, answers, units, totals)
+    result = solve_family(plan, parent, answers, units, totals, variances)
     seconds = time.perf_counter() - start
     counts = result.counts
     children = counts.shape[0]
@@ -296,16 +327,16 @@ def family_rows(plan: LevelPlan, group: pa.Table, parent: np.ndarray | None) -> 
     return pa.Table.from_arrays(columns, schema=SOLUTION_ARROW)
 
 
-def family_table(answers: pa.Table, children: pa.Table, queries: tuple[Query, ...]) -> pa.Table:
-    """One family as the pivot gives it (``children`` with column ``q{i}`` = noisy values of
-    queries[i]) from its NMF rows (``answers``: geocode, query, values), checking that every
-    child has exactly one answer to every query and no other geounit has any.
+def family_table(answers: pa.Table, children: pa.Table, queries: Sequence[str]) -> pa.Table:
+    """One family as the pivot gives it (``children`` with column ``q{i}`` = values of the
+    query named queries[i]) from its NMF rows (``answers``: geocode, query, values), checking
+    that every child has exactly one answer to every query and no other geounit has any.
 
     Compared and gathered in Arrow (the sorted keys against the expected ones, then every
     query's values in one take), which is faster than Python lists of the keys.
     """
     children = children.take(pc.sort_indices(children, [("geocode", "ascending")]))
-    names = sorted(q.name for q in queries)
+    names = sorted(queries)
     position = {name: i for i, name in enumerate(names)}
     k, n = len(names), children.num_rows
     order = pc.sort_indices(answers, [("geocode", "ascending"), ("query", "ascending")])
@@ -325,7 +356,7 @@ def family_table(answers: pa.Table, children: pa.Table, queries: tuple[Query, ..
                 names,
             )
         )
-    offsets = np.array([position[q.name] for q in queries], dtype=np.int64)
+    offsets = np.array([position[q] for q in queries], dtype=np.int64)
     rows = (np.arange(n)[None, :] * k + offsets[:, None]).ravel()  # query-major
     values = answers.column("values").take(order.take(pa.array(rows))).combine_chunks()
     for i in range(len(queries)):

@@ -1,8 +1,9 @@
 """The top-down pass on Spark: the root alone, then each parent with all its children, level by level.
 
 Every solve reads only public inputs: the noisy measurements (read back from the NMF on
-disk), the parent's already-protected histogram, and the invariants (unit counts per
-geounit, and the true totals at the levels where the configuration holds them exact).
+disk) or their BLUE (``estimates/``, with ``postprocess.target = "blue"``), the parent's
+already-protected histogram, and the invariants (unit counts per geounit, and the true
+totals at the levels where the configuration holds them exact).
 Per-parent problems are solved on the executors (children grouped by parent and joined
 with the parent's solution, each family solved by ``das.postprocess.family``); each level's
 result is checkpointed to Parquet before the next level starts, so a run can resume from
@@ -32,6 +33,7 @@ from das.postprocess.family import (
     level_plan,
 )
 from das.postprocess.report import LevelReport
+from das.postprocess.target import VARIANCE_SUFFIX, target_names
 from das.privacy.measure import level_measurements
 from das.spark.marks import RunMode
 from das.spark.storage import exists
@@ -44,9 +46,30 @@ log = logging.getLogger("das.topdown")
 SOLUTION_SCHEMA = from_arrow_schema(SOLUTION_ARROW)
 
 
+def _names(plan: LevelPlan) -> list[str]:
+    """The pivot's columns q0, q1, ...: the queries, then (target BLUE) their variances."""
+    return target_names([q.name for q in plan.queries], plan.target == "blue")
+
+
+def blue_targets(spark: SparkSession, path: str) -> DataFrame:
+    """``estimates/`` (level, geocode, query, estimates, variances) in the NMF's shape
+    (level, geocode, query, values): each query's estimates under its name, its variances
+    under ``variance_name``, so the families are gathered exactly as from the NMF."""
+    frame = spark.read.parquet(path)
+    keys = [F.col("level"), F.col("geocode")]
+    estimates = frame.select(*keys, "query", F.col("estimates").alias("values"))
+    variances = frame.select(
+        *keys,
+        F.concat(F.col("query"), F.lit(VARIANCE_SUFFIX)).alias("query"),
+        F.col("variances").alias("values"),
+    )
+    return estimates.unionByName(variances)
+
+
 def children_frame(nmf: DataFrame, histograms: LevelHistograms, plan: LevelPlan) -> DataFrame:
-    """One row per geounit of the level: its noisy answers per query, units, (invariant) total."""
-    pivot = level_measurements(nmf, plan.level, [q.name for q in plan.queries])
+    """One row per geounit of the level: its noisy answers per query (``nmf``: the NMF or
+    ``blue_targets``), units, (invariant) total."""
+    pivot = level_measurements(nmf, plan.level, _names(plan))
     return pivot.join(_invariants(histograms, plan), "geocode", "inner")
 
 
@@ -143,7 +166,7 @@ def _by_size(
     ``partitions`` None: the level has one parent (a state's counties), so there is nothing
     to order, and the range partitioner's sampling pass is skipped.
     """
-    pivot = level_measurements(nmf, plan.level, [q.name for q in plan.queries])
+    pivot = level_measurements(nmf, plan.level, _names(plan))
     family = children.join(pivot, "geocode", "inner").withColumn(
         "parent_size", F.size("parent_cells")
     )
@@ -174,7 +197,7 @@ def _by_hash(
         answers.groupBy("parent")
         .cogroup(children.groupBy("parent"))
         .applyInArrow(
-            lambda rows, family: solve(family_table(rows, family, plan.queries)), SOLUTION_SCHEMA
+            lambda rows, family: solve(family_table(rows, family, _names(plan))), SOLUTION_SCHEMA
         )
     )
 

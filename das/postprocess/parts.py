@@ -94,6 +94,7 @@ def part_problem(cp: CompactProblem, start: int, stop: int, parent: np.ndarray) 
         n_children=stop - start,
         parent=parent,
         queries=tuple(replace(q, answers=q.answers[rows], constant=0.0) for q in cp.queries),
+        child_weight=cp.child_scale()[rows],
         row_values=cp.row_values[rows],
         lower=cp.lower[rows],
         upper=cp.upper[rows],

@@ -50,18 +50,29 @@ def _query_matrix(matrix: object, name: str) -> sp.csr_matrix:
     return csr
 
 
+def _positive_weights(value: object, name: str) -> np.ndarray:
+    """A read-only float copy of ``value``, refusing weights that are not positive and finite."""
+    weights = _frozen_array(value, np.float64)
+    if not np.all(np.isfinite(weights) & (weights > 0)):
+        raise InternalError(f"{name}: weights must be positive finite numbers")
+    return weights
+
+
 @dataclass(frozen=True)
 class Measurement:
     """Noisy answers of one query for every child: ``answers[c] ~ matrix @ truth[c]``.
 
     ``weight`` is 1/sigma^2 of the noise (equal to rho_q for a marginal query), so the L2
-    objective is the negative log-likelihood up to a constant.
+    objective is the negative log-likelihood up to a constant. ``row_weights`` (one per
+    query row, shared by the children; None: all 1) multiply it row by row, for answers
+    whose precision differs between the query's cells (the BLUE of ``estimates/``).
     """
 
     query_name: str
     matrix: sp.csr_matrix = field(repr=False)
     weight: float
     answers: np.ndarray = field(repr=False)
+    row_weights: np.ndarray | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "matrix", _query_matrix(self.matrix, self.query_name))
@@ -79,10 +90,23 @@ class Measurement:
         if not np.all(np.isfinite(answers)):
             raise InternalError(f"measurement {self.query_name!r}: answers hold NaN or inf")
         object.__setattr__(self, "answers", answers)
+        if self.row_weights is not None:
+            rows = _positive_weights(self.row_weights, f"measurement {self.query_name!r}")
+            if rows.shape != (self.matrix.shape[0],):
+                raise InternalError(
+                    f"measurement {self.query_name!r}: row_weights must have shape "
+                    f"({self.matrix.shape[0]},), got {rows.shape}"
+                )
+            object.__setattr__(self, "row_weights", rows)
 
     @property
     def n_children(self) -> int:
         return int(self.answers.shape[0])
+
+    def weights(self) -> np.ndarray:
+        """The weight of each query row: ``weight`` times its row weight."""
+        rows = np.ones(self.matrix.shape[0]) if self.row_weights is None else self.row_weights
+        return self.weight * rows
 
 
 @dataclass(frozen=True)
@@ -116,6 +140,11 @@ class ParentProblem:
     ``group_lower[c, g] <= sum of child c's counts in group g <= group_upper[c, g]``, where an
     upper bound >= ``UNBOUNDED`` means none. ``child_totals`` are totals fixed exactly;
     ``fixed`` holds any other equalities carried over from earlier passes.
+    ``child_weights`` (None: all 1) multiply child c's whole objective: children whose
+    answers are more precise pull harder. With the measurements' row weights the objective
+    is sum_c child_weights[c] sum_m weight_m sum_r row_weights_m[r] (A_m x_c - y_mc)_r^2,
+    a weight per (child, query row) that factors, so every child keeps one Hessian up to
+    a scale (what the structured solver needs).
     """
 
     parent: np.ndarray | None
@@ -127,6 +156,7 @@ class ParentProblem:
     group_upper: np.ndarray | None = None
     child_totals: np.ndarray | None = None
     fixed: tuple[FixedQuery, ...] = ()
+    child_weights: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         zero = _frozen_array(self.structural_zero, bool)
@@ -141,6 +171,13 @@ class ParentProblem:
         self._check_measurements()
         self._check_groups()
         self._check_totals()
+        if self.child_weights is not None:
+            weights = _positive_weights(self.child_weights, "child_weights")
+            if weights.shape != (self.n_children,):
+                raise InternalError(
+                    f"child_weights must have shape ({self.n_children},), got {weights.shape}"
+                )
+            object.__setattr__(self, "child_weights", weights)
 
     def _check_parent(self) -> None:
         if not isinstance(self.n_children, int | np.integer) or self.n_children < 1:
@@ -233,6 +270,12 @@ class ParentProblem:
     @property
     def n_cells(self) -> int:
         return int(self.structural_zero.size)
+
+    def child_scale(self) -> np.ndarray:
+        """Each child's weight (all 1 without ``child_weights``)."""
+        if self.child_weights is None:
+            return np.ones(self.n_children)
+        return np.asarray(self.child_weights)
 
     @property
     def n_groups(self) -> int:

@@ -67,8 +67,13 @@ def solve_l2_reference(problem: ParentProblem) -> tuple[np.ndarray, float]:
     """The weighted least-squares fit with Clarabel through cvxpy: (x over all cells, objective)."""
     live = np.flatnonzero(problem.live)
     x = cp.Variable((problem.n_children, live.size))
+    # child weight a_c and row weight w_r as sqrt(a_c w_r) on each residual: sum_squares stays DCP
+    root = np.sqrt(problem.child_scale())[:, None]
     objective = sum(
-        m.weight * cp.sum_squares(x @ m.matrix[:, live].T - m.answers) for m in problem.measurements
+        cp.sum_squares(
+            cp.multiply(root * np.sqrt(m.weights())[None, :], x @ m.matrix[:, live].T - m.answers)
+        )
+        for m in problem.measurements
     )
     cvx = cp.Problem(cp.Minimize(objective), _constraints(problem, x, live))
     cvx.solve(solver=cp.CLARABEL)

@@ -14,7 +14,8 @@ Two facts make it small:
    Hall's theorem e is reachable by some split iff e >= 0, sum e = D(all groups) and, for
    every set B of groups, the children with N(c) inside B hold at most D(B). With G
    facility groups (8 for persons) there are 2^G such constraints, no more.
-2. **The fit is a projection onto it**, which the decomposition algorithm solves exactly
+2. **The fit is a projection onto it** (in the norm sum_c a_c e_c^2 of the children's
+   weights a_c, Euclidean when they are equal), which the decomposition algorithm solves exactly
    (Fujishige, *Submodular Functions and Optimization*, 2nd ed., 2005, sec. 8.2;
    Groenevelt 1991): project y - L onto the hyperplane sum e = D, find the set of groups B
    whose constraint is most violated, and split: the children inside B fill B exactly,
@@ -79,6 +80,7 @@ class _Shape:
     subsets: np.ndarray  # (2^G,) every set of blocks as bits
     inside: np.ndarray  # 2^G x children: N(c) within the set
     capacity: np.ndarray  # (2^G,) D(B)
+    weights: np.ndarray  # (children,) each child's weight a_c in the objective
 
 
 def _shape(cp: CompactProblem) -> _Shape | None:
@@ -116,18 +118,22 @@ def _shape(cp: CompactProblem) -> _Shape | None:
         subsets=subsets,
         inside=(masks[None, :] & ~subsets[:, None]) == 0,
         capacity=bits @ demand,
+        weights=cp.child_scale(),
     )
 
 
-def _simplex(target: np.ndarray, goal: float) -> np.ndarray:
-    """The Euclidean projection of ``target`` onto {e >= 0, sum e = goal} (sort-based:
-    e = max(target - shift, 0), the shift set by the children that stay positive)."""
+def _simplex(target: np.ndarray, goal: float, weights: np.ndarray) -> np.ndarray:
+    """The projection of ``target`` onto {e >= 0, sum e = goal} in the weighted norm
+    sum_c a_c (e_c - target_c)^2 (sort-based: e = max(target - shift / a, 0), the shift
+    set by the children that stay positive, which are those with the largest a_c target_c;
+    with equal weights the Euclidean projection)."""
     if goal <= 0:
         return np.zeros_like(target)
-    ordered = np.sort(target)[::-1]
-    shifts = (np.cumsum(ordered) - goal) / np.arange(1, ordered.size + 1)
-    last = np.flatnonzero(ordered > shifts)[-1]  # the first child always stays (goal > 0)
-    return np.maximum(target - shifts[last], 0.0)
+    order = np.argsort(-(weights * target), kind="stable")
+    breaks = (weights * target)[order]
+    shifts = (np.cumsum(target[order]) - goal) / np.cumsum(1.0 / weights[order])
+    last = np.flatnonzero(breaks > shifts)[-1]  # the first child always stays (goal > 0)
+    return np.maximum(target - shifts[last] / weights, 0.0)
 
 
 def _project(shape: _Shape, tol: float) -> np.ndarray | None:
@@ -149,7 +155,7 @@ def _project(shape: _Shape, tol: float) -> np.ndarray | None:
             if goal > tol:
                 return None
             continue
-        trial = _simplex(shape.target[kids], goal)
+        trial = _simplex(shape.target[kids], goal, shape.weights[kids])
         own = shape.masks[kids] & groups
         inside = (own[None, :] & ~subsets[:, None]) == 0
         room = shape.capacity[subsets] - inside.astype(float) @ trial

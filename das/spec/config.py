@@ -81,6 +81,10 @@ class PostprocessSection(_Section):
     #: The ``total``-only pass fits each child's total to the inverse-variance combination of
     #: every measured query's sum, not to the total query alone (False: the 2020 rule).
     combine_totals: bool = True
+    #: What each family's L2 fit targets: the tree-wide BLUE of ``estimates/`` (weighted by
+    #: its variances) or the noisy measurements (today's rule; with combine_totals false,
+    #: the 2020 rule). Default "measurements" so that older configs keep their meaning.
+    target: Literal["blue", "measurements"] = "measurements"
     #: Accept an integer rounding within this relative L1 gap of the proven bound (0: optimum).
     mip_gap: float = Field(default=1e-3, ge=0.0, le=1.0)
     #: Guard (seconds) per rounding MIP; the MIPs stop on node limits (see das.rounding).

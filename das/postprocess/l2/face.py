@@ -95,7 +95,7 @@ def _child_face(
         z = np.zeros((0, 0)) if coupled else None
         n = np.zeros((k, 0))
         return _one_child(c, blocks, rows, rhs, kinds, index, np.zeros(0), z, np.zeros(k), n)
-    factor, info = lapack.dpotrf(normal.q[np.ix_(blocks, blocks)], lower=1)
+    factor, info = lapack.dpotrf(normal.hessian(c, blocks), lower=1)
     if info != 0:
         return None
     stacked = np.hstack(
@@ -187,6 +187,7 @@ def _stacked_faces(
     valid = np.arange(width)[None, :] < sizes[:, None]
     both = valid[:, :, None] & valid[:, None, :]
     q = np.where(both, normal.q[blocks[:, :, None], blocks[:, None, :]], 0.0)
+    q *= normal.child[members][:, None, None]
     q[:, np.arange(width), np.arange(width)] += ~valid
     r = np.where(valid, np.take_along_axis(normal.r[members], blocks, axis=1), 0.0)
     rows, rhs, kinds, index = _stacked_held_rows(

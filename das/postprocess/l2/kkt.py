@@ -27,10 +27,20 @@ COUPLING, ROW, UPPER, LOWER, NONNEG = range(5)
 
 @dataclass(frozen=True)
 class Normal:
-    """The shared Hessian and the per-child linear terms: f(x_c) = x_c'Qx_c/2 - R_c'x_c + k."""
+    """The shared Hessian, each child's scale of it and the per-child linear terms:
+    f(x_c) = a_c x_c'Qx_c/2 - R_c'x_c + k (a_c = ``child[c]``, the child's weight)."""
 
     q: np.ndarray
     r: np.ndarray
+    child: np.ndarray  # (C,) a_c
+
+    def gradient(self, x: np.ndarray) -> np.ndarray:
+        """(C, n) each child's gradient a_c Q x_c - R_c."""
+        return (x @ self.q) * self.child[:, None] - self.r
+
+    def hessian(self, c: int, blocks: np.ndarray) -> np.ndarray:
+        """Child c's Hessian on ``blocks``: a_c Q[blocks, blocks]."""
+        return self.child[c] * self.q[np.ix_(blocks, blocks)]
 
     @property
     def scale(self) -> float:
@@ -81,30 +91,34 @@ class Tolerances:
 
 
 def normal_equations(cp: CompactProblem) -> Normal:
-    """Q = 2 sum_m w_m A_m'A_m (dense, n x n) and R = 2 sum_m w_m answers_m A_m (C x n)."""
+    """Q = 2 sum_m A_m'W_m A_m (dense, n x n), R = 2 a_c sum_m (W_m answers_m[c]) A_m (C x n),
+    W_m the query's row weights and a_c the child's weight."""
     q = np.zeros((cp.n_blocks, cp.n_blocks))
     r = np.zeros((cp.n_children, cp.n_blocks))
+    child = cp.child_scale()
     for query in cp.queries:
-        q += 2.0 * query.weight * query.gram()
-        r += 2.0 * query.weight * query.answers[:, query.row]
-    return Normal(q, r)
+        weights = query.weights()
+        q += 2.0 * query.weighted_gram()
+        r += 2.0 * (query.answers * weights[None, :])[:, query.row]
+    return Normal(q, r * child[:, None], child)
 
 
 def objective(cp: CompactProblem, x: np.ndarray) -> float:
-    """sum_m w_m ||A_m x_c - answers_m[c]||^2 over children, untouched rows included.
+    """sum_c a_c sum_m ||W_m^(1/2) (A_m x_c - answers_m[c])||^2, untouched rows included.
 
     Computed from the residuals, not from Q and R, so it has no cancellation error.
     """
     total = sum(query.constant for query in cp.queries)
+    child = cp.child_scale()
     for query in cp.queries:
-        residual = query.sums(x) - query.answers
-        total += query.weight * float(np.square(residual).sum())
+        residual = np.square(query.sums(x) - query.answers) * query.weights()[None, :]
+        total += float((child[:, None] * residual).sum())
     return float(total)
 
 
 def reduced_costs(cp: CompactProblem, normal: Normal, x: np.ndarray, duals: Duals) -> np.ndarray:
     """Reduced cost of every variable: >= 0 at a KKT point for each variable at zero."""
-    gradient = x @ normal.q - normal.r
+    gradient = normal.gradient(x)
     from_rows = np.asarray(cp.rows.T @ duals.rows.T).T if cp.rows.shape[0] else 0.0
     return (
         gradient

@@ -186,12 +186,17 @@ def proximal_polish(
     tolerance = tolerances(cp, normal).dual
     x, face = solved.x, face_of(cp, normal, solved)
     for step in range(1, steps + 1):
-        proximal = Normal(normal.q + eps * np.eye(cp.n_blocks), normal.r + eps * x)
+        # a_c (Q + eps I): child c's proximal term is a_c eps/2 ||x_c - x_k,c||^2
+        proximal = Normal(
+            normal.q + eps * np.eye(cp.n_blocks),
+            normal.r + eps * normal.child[:, None] * x,
+            normal.child,
+        )
         found = active_set_method(cp, proximal, face, MAX_ACTIVE_SET_STEPS)
         if found is None:
             return None
         x_next, face = np.maximum(found[0].x, 0.0), found[1]
-        moved = eps * float(np.abs(x_next - x).max(initial=0.0))
+        moved = eps * float((normal.child[:, None] * np.abs(x_next - x)).max(initial=0.0))
         x = x_next
         if moved <= tolerance:
             return x, step

@@ -64,11 +64,11 @@ def _start(cp: CompactProblem) -> np.ndarray:
 
 def guess_point(cp: CompactProblem, normal: Normal, steps: int = GUESS_STEPS) -> np.ndarray:
     """A few FISTA steps on the children-sum simplices (group bounds and totals ignored)."""
-    step = 1.0 / _largest_eigenvalue(normal.q)
+    step = 1.0 / (_largest_eigenvalue(normal.q) * float(normal.child.max(initial=1.0)))
     x = _start(cp)
     y, t = x.copy(), 1.0
     for _ in range(steps):
-        v = y - step * (y @ normal.q - normal.r)
+        v = y - step * normal.gradient(y)
         if cp.parent is None:
             x_next = np.where(cp.open, np.maximum(v, 0.0), 0.0)
         else:

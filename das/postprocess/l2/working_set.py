@@ -58,7 +58,7 @@ class _Restricted:
 
 
 def _hessian_blocks(normal: Normal, child: np.ndarray, block: np.ndarray) -> sp.csc_matrix:
-    """Upper triangle of the block-diagonal Hessian: child c's block is Q[F_c, F_c] (dense)."""
+    """Upper triangle of the block-diagonal Hessian: child c's block is a_c Q[F_c, F_c] (dense)."""
     row_parts, col_parts = [], []
     starts = np.flatnonzero(np.r_[True, child[1:] != child[:-1]])
     for start, stop in zip(starts, np.r_[starts[1:], child.size], strict=True):
@@ -66,7 +66,7 @@ def _hessian_blocks(normal: Normal, child: np.ndarray, block: np.ndarray) -> sp.
         row_parts.append(start + i)
         col_parts.append(start + j)
     rows, cols = np.concatenate(row_parts), np.concatenate(col_parts)
-    values = normal.q[block[rows], block[cols]]
+    values = normal.q[block[rows], block[cols]] * normal.child[child[rows]]
     return sp.csc_matrix((values, (rows, cols)), shape=(child.size, child.size))
 
 

@@ -153,7 +153,9 @@ def _answer_rows(plan, geocodes):
 def test_family_table_puts_each_answer_in_its_child_and_query_column():
     plan = level_plan(load_config(ROOT / "configs" / "demo.toml", seed=1), "block")
     children = pa.table({"geocode": ["b2", "b1", "b3"], "units": [[1], [2], [3]]})
-    table = family_table(_answer_rows(plan, ["b1", "b2", "b3"]), children, plan.queries)
+    table = family_table(
+        _answer_rows(plan, ["b1", "b2", "b3"]), children, [q.name for q in plan.queries]
+    )
     assert table.column("geocode").to_pylist() == ["b1", "b2", "b3"]
     assert table.column("units").to_pylist() == [[2], [1], [3]]
     for i, q in enumerate(plan.queries):
@@ -176,7 +178,7 @@ def test_family_table_refuses_missing_repeated_or_unexpected_answers(damage, mes
     children = pa.table({"geocode": ["b1", "b2"], "units": [[1], [2]]})
     rows = damage(_answer_rows(plan, ["b1", "b2"]))
     with pytest.raises(InternalError, match=message):
-        family_table(rows, children, plan.queries)
+        family_table(rows, children, [q.name for q in plan.queries])
 
 
 def test_family_rows_carry_the_counts_and_the_parent_facts_on_the_first_child():

@@ -154,3 +154,33 @@ def test_split_meets_every_supply_and_demand(seed):
     supply[1], demand[3] = 1, 1
     open_[1, 0] = True
     assert total_pass.split(supply, demand, open_, 0.5) is None
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_weighted_fit_is_the_general_solvers_optimum(seed, monkeypatch):
+    """Per-child weights (the BLUE's precisions): the projection in the weighted norm is
+    the general solvers' optimum, and differs from the unweighted one."""
+    plain = _total_pass(200 + seed, n_children=5 + 2 * seed)
+    weights = np.random.default_rng(seed).uniform(0.2, 5.0, plain.n_children)
+    problem = dataclasses.replace(plain, child_weights=weights)
+    fast = solve_parent(problem)
+    assert fast.stats.l2_method == "total pass"
+    general = _general(problem, monkeypatch)
+    assert fast.l2_objective == pytest.approx(general.l2_objective, rel=1e-8, abs=1e-9)
+    np.testing.assert_allclose(fast.x_l2.sum(axis=1), general.x_l2.sum(axis=1), atol=1e-6)
+    assert check_solution(problem, fast.counts) == []
+    unweighted = solve_parent(plain).x_l2.sum(axis=1)
+    assert np.abs(unweighted - fast.x_l2.sum(axis=1)).max() > 1e-3
+
+
+def test_weighted_simplex_projection_is_the_closed_form():
+    """min sum a (e - t)^2 on {e >= 0, sum e = g}: e = max(t - s / a, 0), sum e = g, and
+    no feasible step along two coordinates improves it (the KKT conditions)."""
+    rng = np.random.default_rng(5)
+    target, weights = rng.normal(3, 4, 12), rng.uniform(0.1, 10, 12)
+    e = total_pass._simplex(target, 20.0, weights)
+    assert e.min() >= 0 and e.sum() == pytest.approx(20.0)
+    gradient = weights * (e - target)  # equal on the positive entries, not smaller elsewhere
+    positive = e > 0
+    assert np.ptp(gradient[positive]) < 1e-9
+    assert (gradient[~positive] >= gradient[positive].max() - 1e-9).all()

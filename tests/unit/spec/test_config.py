@@ -119,3 +119,20 @@ def test_the_opt_in_is_a_table_of_lists_and_is_recorded_in_the_budget():
     assert config.budget.spent_without_use() == (("state", "total"),)
     with pytest.raises(UserError, match=r"budget\.spend_on_invariants: Input should be"):
         load_config(CENSUS, overrides=["budget.spend_on_invariants=true"])
+
+
+def test_postprocess_target_defaults_to_the_measurements_and_refuses_other_names(tmp_path):
+    """An older config without the key keeps its meaning (the measurements); the key takes
+    "blue" or "measurements" and nothing else."""
+    text = PRODUCTION.read_text()
+    old = tmp_path / "old.toml"
+    old.write_text(text.replace('target = "blue"', ""))
+    assert load_config(old).file.postprocess.target == "measurements"
+    blue = load_config(PRODUCTION, overrides=["postprocess.target='blue'"])
+    assert blue.file.postprocess.target == "blue"
+    with pytest.raises(UserError) as info:
+        load_config(PRODUCTION, overrides=["postprocess.target='best'"])
+    assert str(info.value).endswith(
+        "invalid configuration\n  postprocess.target: Input should be 'blue' or "
+        "'measurements' (got 'best')"
+    )

@@ -3,6 +3,9 @@ active-set method and by its interior-point fallback."""
 
 from __future__ import annotations
 
+import dataclasses
+
+import numpy as np
 import pytest
 
 from das.postprocess.compact import block_sums, compact, layout
@@ -36,3 +39,81 @@ def test_interior_point_fallback_reaches_the_same_optimum(monkeypatch):
     assert slow.stats.l2_method.startswith("interior point")
     assert relative(slow.l2_objective, fast.l2_objective) < 1e-7
     assert check_solution(problem, slow.counts) == []
+
+
+def _weighted(seed: int, fix_totals: bool = True):
+    """``small(seed)`` with a weight per child and per query row (the BLUE's form)."""
+    problem = small(seed, fix_totals=fix_totals).problem
+    rng = np.random.default_rng(seed + 1000)
+    measurements = tuple(
+        dataclasses.replace(m, row_weights=rng.uniform(0.2, 3.0, m.matrix.shape[0]))
+        for m in problem.measurements
+    )
+    return dataclasses.replace(
+        problem,
+        measurements=measurements,
+        child_weights=rng.uniform(0.1, 5.0, problem.n_children),
+    )
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("fix_totals", [True, False])
+def test_weighted_fit_matches_cvxpy_reference(seed, fix_totals):
+    """Per-child and per-row weights: the same optimum as cvxpy's weighted objective."""
+    problem = _weighted(seed, fix_totals)
+    solution = solve_parent(problem)
+    x_ref, objective = solve_l2_reference(problem)
+    assert relative(solution.l2_objective, objective) < 1e-6
+    lay = layout(problem)
+    assert (
+        solution.l2_objective
+        <= l2_kkt.objective(compact(problem, lay), block_sums(lay, x_ref)) + 1e-6
+    )
+    assert check_solution(problem, solution.counts) == []
+
+
+def test_weights_move_the_optimum():
+    """The weights are not ignored: the unweighted optimum is worse for the weighted
+    objective (so the test above could fail)."""
+    weighted = _weighted(11, fix_totals=False)
+    plain = dataclasses.replace(
+        weighted,
+        child_weights=None,
+        measurements=tuple(dataclasses.replace(m, row_weights=None) for m in weighted.measurements),
+    )
+    lay = layout(weighted)
+    cp = compact(weighted, lay)
+    best = solve_parent(weighted).l2_objective
+    other = l2_kkt.objective(cp, block_sums(lay, solve_parent(plain).x_l2))
+    # the objective is mostly noise no fit removes; the gap is far above the solvers' 1e-6
+    assert other - best > 300 * 1e-6 * best
+
+
+def test_weighted_objective_is_the_weighted_sum_of_squares():
+    """``kkt.objective`` against the formula sum_c a_c sum_m w_m sum_r v_mr residual^2."""
+    problem = _weighted(12)
+    lay = layout(problem)
+    x = np.random.default_rng(0).uniform(0, 3, (problem.n_children, problem.n_cells))
+    x[:, ~problem.live] = 0.0
+    expected = sum(
+        float(
+            (
+                problem.child_weights[:, None]
+                * m.weight
+                * m.row_weights[None, :]
+                * np.square(x @ m.matrix.T - m.answers)
+            ).sum()
+        )
+        for m in problem.measurements
+    )
+    got = l2_kkt.objective(compact(problem, lay), block_sums(lay, x))
+    assert got == pytest.approx(expected, rel=1e-10)
+
+
+def test_weighted_interior_point_fallback_reaches_the_same_optimum(monkeypatch):
+    problem = _weighted(13)
+    fast = solve_parent(problem)
+    monkeypatch.setattr(l2, "MAX_ACTIVE_SET_STEPS", 0)
+    slow = solve_parent(problem)
+    assert slow.stats.l2_method.startswith("interior point")
+    assert relative(slow.l2_objective, fast.l2_objective) < 1e-7

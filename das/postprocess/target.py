@@ -1,0 +1,103 @@
+"""What each family's L2 fit targets: the noisy measurements, or the tree-wide BLUE.
+
+With ``postprocess.target = "blue"`` every pass fits the children's best linear unbiased
+estimates (``estimates/``, written by ``das.estimate`` from the public NMF and invariants
+only, so this is post-processing) instead of their noisy answers, each (child, query row)
+weighted by the inverse of its estimate's variance. The structured solver needs one
+Hessian per family up to a scale per child, so the weights are factored as
+child_weights[c] x row_weights[query][row] (``blue_weights``): exact for the ``total``
+pass (one row per child), and at the block level (siblings that are leaves have the same
+covariance); elsewhere the least-squares fit of the log precisions, whose worst error
+``factor_error`` reports.
+
+The BLUE's ``total`` already combines every query's information, so
+``postprocess.combine_totals`` does not apply to it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from das.errors import UserError
+from das.input.files import coded_levels, data_files, geography_path, read_footer
+from das.spec.config import Config
+
+#: The pseudo-query name under which a query's variances travel beside its estimates.
+VARIANCE_SUFFIX = "/variance"
+
+
+def variance_name(query: str) -> str:
+    return f"{query}{VARIANCE_SUFFIX}"
+
+
+def target_names(queries: Sequence[str], blue: bool) -> list[str]:
+    """The names pivoted per child: the queries, then (BLUE) their variances' names."""
+    names = list(queries)
+    return names + [variance_name(q) for q in queries] if blue else names
+
+
+def check_target(config: Config, coded: Sequence[str]) -> None:
+    """Refuse target "blue" where the estimate cannot be computed: a geography file gives
+    the codes of ``coded`` levels, whose parents are not GEOID prefixes (das.estimate finds
+    parents by prefix). Refused rather than falling back to the measurements: the run
+    would silently apply a rule other than the one configured."""
+    if config.file.postprocess.target != "blue" or not coded:
+        return
+    raise UserError(
+        f'{config.path}: postprocess.target = "blue" needs the estimate (estimates/), which '
+        f"this run cannot compute: the geography file gives levels {', '.join(coded)} "
+        "codes whose parents are not GEOID prefixes; set postprocess.target = "
+        '"measurements" (or give those levels as GEOID prefixes)'
+    )
+
+
+def check_target_files(config: Config, input_dir: str) -> None:
+    """``check_target`` before Spark starts, from a local geography file's footers (a file
+    under a URI is checked once Spark has read it)."""
+    if config.file.postprocess.target != "blue":
+        return
+    path = geography_path(config, input_dir)
+    if path is None or "://" in path:
+        return
+    columns: list[str] = []
+    for file in data_files(path):
+        schema, _ = read_footer(file)
+        columns += [] if schema is None else list(schema.names)
+    check_target(config, coded_levels(config, columns))
+
+
+def blue_weights(
+    variances: dict[str, np.ndarray], queries: Sequence[str]
+) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """(child weights, row weights per query) whose products approximate 1 / variance.
+
+    log(1/v[c, q, r]) ~ a_c + b_qr: b the mean over the children, a the mean over the
+    rows of what is left (the least-squares fit of the two-way table), each scaled so its
+    largest weight is 1 (a common factor does not move the minimiser). A zero variance (a
+    total held exact: already a constraint) counts as the pass's smallest positive one.
+    """
+    stacked = np.hstack([np.asarray(variances[q], dtype=np.float64) for q in queries])
+    positive = stacked[stacked > 0]
+    floor = float(positive.min()) if positive.size else 1.0
+    log_precision = -np.log(np.where(stacked > 0, stacked, floor))
+    rows = log_precision.mean(axis=0)
+    child = (log_precision - rows[None, :]).mean(axis=1)
+    child_weights = np.exp(child - child.max())
+    row_weights = np.exp(rows - rows.max())
+    bounds = np.cumsum([0] + [np.shape(variances[q])[1] for q in queries])
+    return child_weights, {q: row_weights[bounds[i] : bounds[i + 1]] for i, q in enumerate(queries)}
+
+
+def factor_error(variances: dict[str, np.ndarray], queries: Sequence[str]) -> float:
+    """Largest relative error of ``blue_weights``' products against 1 / variance, up to
+    their common factor (0 when the weights factor exactly)."""
+    child, rows = blue_weights(variances, queries)
+    stacked = np.hstack([np.asarray(variances[q], dtype=np.float64) for q in queries])
+    positive = stacked[stacked > 0]
+    floor = float(positive.min()) if positive.size else 1.0
+    exact = 1.0 / np.where(stacked > 0, stacked, floor)
+    product = child[:, None] * np.hstack([rows[q] for q in queries])[None, :]
+    ratio = product / exact
+    return float(ratio.max() / ratio.min() - 1.0)

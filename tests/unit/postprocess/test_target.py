@@ -1,0 +1,102 @@
+"""The BLUE as the fit's target (``das.postprocess.target``): the weights' factoring, and
+the refusal of target "blue" where the estimate cannot be computed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from das.errors import UserError
+from das.postprocess.target import (
+    blue_weights,
+    check_target,
+    check_target_files,
+    factor_error,
+    target_names,
+)
+from das.spec.config import load_config
+
+PRODUCTION = Path(__file__).resolve().parents[3] / "configs" / "pl94_2020_production.toml"
+
+
+def test_weights_that_factor_are_recovered_exactly():
+    """1 / v = a_c b_qr: the products are the precisions up to one common factor, and each
+    factor's largest weight is 1."""
+    rng = np.random.default_rng(1)
+    a, b1, b2 = rng.uniform(0.5, 3, 4), rng.uniform(0.2, 2, 3), rng.uniform(0.2, 2, 5)
+    variances = {"x": 1 / np.outer(a, b1), "y": 1 / np.outer(a, b2)}
+    child, rows = blue_weights(variances, ["x", "y"])
+    product = np.outer(child, np.concatenate([rows["x"], rows["y"]]))
+    exact = np.hstack([1 / variances["x"], 1 / variances["y"]])
+    ratio = product / exact
+    assert np.ptp(ratio) < 1e-12 * ratio.max()
+    assert child.max() == pytest.approx(1.0) and max(rows["x"].max(), rows["y"].max()) == 1.0
+    assert factor_error(variances, ["x", "y"]) < 1e-12
+
+
+def test_the_total_pass_weights_are_each_childs_precision():
+    """One row per child: the child weights are 1 / variance, scaled to a largest of 1."""
+    variances = {"total": np.array([[2.0], [4.0], [8.0]])}
+    child, _ = blue_weights(variances, ["total"])
+    np.testing.assert_allclose(child, [1.0, 0.5, 0.25])
+    assert factor_error(variances, ["total"]) < 1e-12
+
+
+def test_weights_that_do_not_factor_are_approximated_and_the_error_reported():
+    variances = {"x": np.array([[1.0, 1.0], [1.0, 4.0]])}
+    child, rows = blue_weights(variances, ["x"])
+    assert np.all(child > 0) and np.all(rows["x"] > 0)
+    # the fit leaves ratios sqrt(2) and 1/sqrt(2) to the exact precisions: error 2 - 1
+    assert factor_error(variances, ["x"]) == pytest.approx(1.0)
+
+
+def test_a_zero_variance_counts_as_the_smallest_positive_one():
+    """A total held exact (variance 0) is already a constraint: weighted like the most
+    precise answer, never infinitely."""
+    child, rows = blue_weights({"total": np.array([[0.0], [2.0], [4.0]])}, ["total"])
+    np.testing.assert_allclose(child, [1.0, 1.0, 0.5])
+    assert np.isfinite(rows["total"]).all()
+
+
+def test_target_names_add_the_variances_for_the_blue():
+    assert target_names(["total", "hhgq"], blue=False) == ["total", "hhgq"]
+    assert target_names(["total", "hhgq"], blue=True) == [
+        "total",
+        "hhgq",
+        "total/variance",
+        "hhgq/variance",
+    ]
+
+
+BLUE_REFUSED = (
+    '{path}: postprocess.target = "blue" needs the estimate (estimates/), which this run '
+    "cannot compute: the geography file gives levels tract codes whose parents are not "
+    'GEOID prefixes; set postprocess.target = "measurements" (or give those levels as '
+    "GEOID prefixes)"
+)
+
+
+def test_blue_is_refused_when_a_geography_file_gives_codes_and_the_measurements_are_not():
+    blue = load_config(PRODUCTION, overrides=["postprocess.target='blue'"])
+    with pytest.raises(UserError) as info:
+        check_target(blue, ["tract"])
+    assert str(info.value) == BLUE_REFUSED.format(path=PRODUCTION)
+    check_target(blue, [])  # GEOID prefixes: the estimate runs
+    measurements = load_config(PRODUCTION, overrides=["postprocess.target='measurements'"])
+    check_target(measurements, ["tract"])
+
+
+def test_blue_is_refused_before_spark_from_a_local_geography_files_footer(tmp_path):
+    blue = load_config(PRODUCTION, overrides=["postprocess.target='blue'"])
+    check_target_files(blue, str(tmp_path))  # no geography file
+    table = pa.table({"geoid": ["440010301001000"], "tract": ["T1"]})
+    pq.write_table(table, tmp_path / "geography.parquet")
+    with pytest.raises(UserError) as info:
+        check_target_files(blue, str(tmp_path))
+    assert str(info.value) == BLUE_REFUSED.format(path=PRODUCTION)
+    pq.write_table(table.drop(["tract"]), tmp_path / "geography.parquet")
+    check_target_files(blue, str(tmp_path))  # the geoid alone: every level a prefix
