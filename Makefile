@@ -8,7 +8,7 @@ OUT    ?= out
 SEED   ?= 2020
 PERSONS ?= 200000
 
-.PHONY: install lock lock-check run test test-fast lint docs layout bench bench-e2e bench-coverage clean cluster-up cluster-down dist
+.PHONY: install lock lock-check run test test-fast lint docs layout bench bench-e2e bench-coverage bench-accuracy bench-national clean cluster-up cluster-down dist
 
 ## make install: .venv with das (editable) and every dependency at the version constraints.txt
 ## pins, so that the same seed gives the same output on every fresh install (HiGHS and numba
@@ -89,6 +89,21 @@ bench-e2e: install
 RI ?= /tmp/ri_in
 bench-coverage: install
 	$(BIN)/python -m bench.bench_coverage --work $(OUT)/coverage --ri $(RI)
+
+## make bench-national: the production job on the LA-like (10M persons, 2,500 tracts), Texas-like
+## (5M, 254 counties) and U.S.-shaped (5M, 52 states) inputs, cached in $(OUT)/national
+## (SCALE=0.05 for a quick check); writes bench/results/national.json, then
+## `python -m bench.national_estimate --doc docs/performance.md` redoes the U.S. estimate.
+SCALE ?= 1
+bench-national: install
+	$(BIN)/python -m bench.bench_national --work $(OUT)/national --scale $(SCALE)
+
+## make bench-accuracy: error of each post-processing variant (default, measurements, the 2020
+## rule), of the BLUE and of the noisy measurements over 5 seeds on the RI fixture; runs are
+## cached in $(OUT)/accuracy (15 RI runs, 1-2 h on 2 cores); regenerates docs/accuracy.md,
+## docs/img/accuracy_*.png and bench/results/accuracy.json.
+bench-accuracy: install
+	$(BIN)/python -m bench.bench_accuracy --work $(OUT)/accuracy --input $(RI) --seeds 1 2 3 4 5
 
 ## make cluster-up WORKERS=2: a Spark standalone master and workers on 127.0.0.1 (state,
 ## logs and work dirs in $(CLUSTER)); ports: MASTER_PORT, WEBUI_PORT (workers: +1, +2, ...).

@@ -1,0 +1,187 @@
+"""The accuracy benchmark's tables: errors over seeds, bias by bins, goals, estimate cost.
+
+Pure pandas on the error table of ``bench.accuracy_runs.Runs`` (one row per source, seed,
+level, query and bin pair) and the runs' certificates.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from bench.accuracy_runs import ALL, BLUE, NOISY, VARIANTS
+
+BIAS_LEVEL = "block_group"
+VALUES = ["mae", "mean_signed", "rmse"]
+#: Issue 26's goals: tract and block-group total MAE at most this share of the 2020 rule's.
+GOAL_RATIO = 0.65
+GOAL_LEVELS = ("tract", "block_group")
+#: What the new default is held against: today's default (fit the measurements).
+TODAY = "measurements"
+
+
+def sources(present: Sequence[str]) -> list[str]:
+    """Variants in their order, then the BLUE and the noisy measurements, if present."""
+    return [s for s in (*VARIANTS, BLUE, NOISY) if s in present]
+
+
+def over_seeds(frame: pd.DataFrame, keys: list[str], values: list[str]) -> pd.DataFrame:
+    """Per key: mean, min, max and standard error over seeds of each value column."""
+    grouped = frame.groupby(keys, sort=False)
+    out = grouped.agg(seeds=("seed", "size"), geounits_or_cells=("cells", "first"))
+    for value in values:
+        stats = grouped[value].agg(["mean", "min", "max", "std"])
+        out[f"{value}_mean"] = stats["mean"]
+        out[f"{value}_min"] = stats["min"]
+        out[f"{value}_max"] = stats["max"]
+        out[f"{value}_se"] = stats["std"].fillna(0.0) / np.sqrt(out["seeds"])
+    return out.reset_index()
+
+
+def whole_levels(errors: pd.DataFrame) -> pd.DataFrame:
+    """The rows over every geounit of a level (both bins "all"), per seed."""
+    return errors[(errors["size_bin"] == ALL) & (errors["diversity_bin"] == ALL)]
+
+
+def level_table(errors: pd.DataFrame, levels: list[str]) -> pd.DataFrame:
+    """Per level, query and source: MAE, mean signed error and RMSE over seeds."""
+    table = over_seeds(whole_levels(errors), ["level", "query", "source"], VALUES)
+    table["level"] = pd.Categorical(table["level"], levels, ordered=True)
+    table["source"] = pd.Categorical(table["source"], sources(list(table["source"].unique())))
+    return table.sort_values(["query", "level", "source"]).reset_index(drop=True)
+
+
+def mean_mae(table: pd.DataFrame, query: str) -> pd.DataFrame:
+    """level x source: the MAE's mean over seeds for one query."""
+    part = table[table["query"] == query]
+    return part.pivot_table(index="level", columns="source", values="mae_mean", observed=True)
+
+
+def bias_table(errors: pd.DataFrame, by: str, level: str = BIAS_LEVEL) -> pd.DataFrame:
+    """Error of the level's ``total`` by one bin dimension (the other one marginal)."""
+    other = "diversity_bin" if by == "size_bin" else "size_bin"
+    rows = errors[
+        (errors["level"] == level)
+        & (errors["query"] == "total")
+        & (errors[other] == ALL)
+        & (errors[by] != ALL)
+    ]
+    table = over_seeds(rows, [by, "source"], ["mean_signed", "mae"])
+    table["source"] = pd.Categorical(table["source"], sources(list(table["source"].unique())))
+    return table.sort_values([by, "source"], key=bin_order).reset_index(drop=True)
+
+
+def cross_table(errors: pd.DataFrame, source: str, level: str = BIAS_LEVEL) -> pd.DataFrame:
+    """Mean signed error of the level's ``total`` by diversity (rows) and size (columns)."""
+    rows = errors[
+        (errors["level"] == level)
+        & (errors["query"] == "total")
+        & (errors["source"] == source)
+        & (errors["size_bin"] != ALL)
+        & (errors["diversity_bin"] != ALL)
+    ]
+    table = over_seeds(rows, ["diversity_bin", "size_bin"], ["mean_signed"])
+    return table.sort_values(["diversity_bin", "size_bin"], key=bin_order).reset_index(drop=True)
+
+
+def bin_order(column: pd.Series) -> pd.Series:
+    """Bins sort by their lower edge ("1-9" before "10-99"); other columns as they are."""
+    if column.name not in ("size_bin", "diversity_bin"):
+        return column
+    return column.map(lambda label: float(label.split("-")[0].rstrip("+")))
+
+
+# ---- goals --------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Goal:
+    """One of issue 26's goals: met (None: not measured, a variant is missing) and why."""
+
+    name: str
+    met: bool | None
+    detail: str
+
+
+def goals(levels: pd.DataFrame, bias: Mapping[str, pd.DataFrame]) -> list[Goal]:
+    present = set(levels["source"].astype(str))
+    return [
+        _ratio_goal(levels, present),
+        _no_worse_goal(levels, present),
+        *(_bias_goal(bias[by], by, present) for by in ("diversity_bin", "size_bin")),
+    ]
+
+
+def _ratio_goal(levels: pd.DataFrame, present: set[str]) -> Goal:
+    name = f"tract and block-group total MAE at most {GOAL_RATIO}x the 2020 rule's"
+    if not {"default", "rule2020"} <= present:
+        return Goal(name, None, "needs the default and rule2020 variants")
+    mae = {str(k): v for k, v in mean_mae(levels, "total").to_dict("index").items()}
+    pairs = {lv: (float(mae[lv]["default"]), float(mae[lv]["rule2020"])) for lv in GOAL_LEVELS}
+    detail = "; ".join(f"{lv}: {d:.3f} / {r:.3f} = {d / r:.3f}" for lv, (d, r) in pairs.items())
+    return Goal(name, all(d <= GOAL_RATIO * r for d, r in pairs.values()), detail)
+
+
+def _no_worse_goal(levels: pd.DataFrame, present: set[str]) -> Goal:
+    name = f"no level and no query with a larger MAE than today's default ({TODAY})"
+    if not {"default", TODAY} <= present:
+        return Goal(name, None, f"needs the default and {TODAY} variants")
+    wide = levels.pivot_table(
+        index=["query", "level"], columns="source", values="mae_mean", observed=True
+    )[["default", TODAY]].dropna()
+    pairs = [
+        (f"{key[0]} at {key[1]}", float(row["default"]), float(row[TODAY]))
+        for key, row in zip(wide.index, wide.to_dict("records"), strict=True)
+    ]
+    worse = [p for p in pairs if p[1] > p[2]]
+    where, new, today = max(pairs, key=lambda p: p[1] / p[2] if p[2] > 0 else 0.0)
+    detail = (
+        f"{len(pairs)} (level, query) pairs; largest ratio default / {TODAY}: "
+        f"{new / today:.3f} ({where})"
+    )
+    if worse:
+        detail += "; worse at " + ", ".join(f"{w} ({n:.4g} vs {t:.4g})" for w, n, t in worse)
+    return Goal(name, not worse, detail)
+
+
+def _bias_goal(table: pd.DataFrame, by: str, present: set[str]) -> Goal:
+    what = "diversity" if by == "diversity_bin" else "size"
+    name = f"block-group bias of the total by {what} no larger than today's default's"
+    if not {"default", TODAY} <= present:
+        return Goal(name, None, f"needs the default and {TODAY} variants")
+    largest = {
+        s: table[table["source"] == s]["mean_signed_mean"].abs().max() for s in ("default", TODAY)
+    }
+    detail = (
+        f"largest |mean signed error| over the {what} bins: default {largest['default']:.3g}, "
+        f"{TODAY} {largest[TODAY]:.3g}"
+    )
+    return Goal(name, bool(largest["default"] <= largest[TODAY]), detail)
+
+
+# ---- cost and coverage --------------------------------------------------------------------
+def estimate_cost(certificates: Mapping[tuple[str, int], dict[str, Any]]) -> pd.DataFrame:
+    """Per run: the estimate phase's seconds, the job's (sum of its timed phases), the share."""
+    rows = []
+    for (variant, seed), certificate in certificates.items():
+        timings = certificate.get("timings_seconds", {})
+        if "estimate" in timings:
+            job = sum(timings.values())
+            rows.append([variant, seed, timings["estimate"], job, timings["estimate"] / job])
+    return pd.DataFrame(rows, columns=["variant", "seed", "estimate_s", "job_s", "share"])
+
+
+def coverage_rows(results: Mapping[str, Any], levels: Sequence[str]) -> list[list[object]]:
+    """bench/results/coverage.json as bench.bench_coverage prints it."""
+    from bench.bench_coverage import table_rows
+
+    rows: list[list[object]] = []
+    for name, found in results["inputs"].items():
+        counts = {
+            (c["level"], c["query"]): [(s["inside"], s["cells"]) for s in c["seeds"]]
+            for c in found["coverage"]
+        }
+        rows += table_rows(name, counts, levels)
+    return rows

@@ -1,0 +1,149 @@
+"""The accuracy benchmark's pure parts: tables over seeds, goals, cost, the page, the runs'
+settings check."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from bench import accuracy_tables as tables
+from bench.accuracy_page import CENSUS, document, level_rows
+from bench.accuracy_runs import VARIANTS, check_settings, run_dir, supported
+
+LEVELS = ["state", "tract", "block_group"]
+#: MAE of the total per source at (tract, block_group): default is 0.6x and 0.7x the
+#: 2020 rule's; seed 2 adds 0.1 to every value
+TOTAL = {
+    "default": (0.6, 0.7),
+    "measurements": (0.8, 0.9),
+    "rule2020": (1.0, 1.0),
+    "blue": (0.9, 0.95),
+    "noisy": (1.2, 1.3),
+}
+
+
+def errors(hispanic_default: float = 0.5) -> pd.DataFrame:
+    rows = []
+    for seed in (1, 2):
+        extra = 0.1 * (seed - 1)
+        for source, (tract, block_group) in TOTAL.items():
+            for level, mae in (("tract", tract), ("block_group", block_group)):
+                rows.append([source, seed, level, "total", "all", "all", mae + extra, -0.1])
+            rows.append([source, seed, "state", "total", "all", "all", 0.0, 0.0])
+            hispanic = hispanic_default if source == "default" else 0.5
+            rows.append([source, seed, "tract", "hispanic", "all", "all", hispanic, 0.0])
+            for bin_, signed in (("0-0.1", 0.2), ("0.5-1", -0.3)):
+                bias = signed * (2 if source == "default" else 1)
+                rows.append([source, seed, "block_group", "total", "all", bin_, 1.0, bias])
+            rows.append([source, seed, "block_group", "total", "10-99", "all", 1.0, 0.05])
+    columns = ["source", "seed", "level", "query", "size_bin", "diversity_bin", "mae"]
+    frame = pd.DataFrame(rows, columns=[*columns, "mean_signed"])
+    return frame.assign(rmse=frame["mae"] * 1.5, cells=10)
+
+
+def found(frame: pd.DataFrame) -> dict:
+    levels = tables.level_table(frame, LEVELS)
+    bias = {by: tables.bias_table(frame, by) for by in ("diversity_bin", "size_bin")}
+    return {"levels": levels, "bias": bias, "goals": tables.goals(levels, bias)}
+
+
+def test_level_table_over_seeds_in_the_order_of_levels_and_sources():
+    levels = found(errors())["levels"]
+    total = levels[levels["query"] == "total"]
+    assert list(total["level"].astype(str).unique()) == LEVELS
+    assert list(total["source"].astype(str))[:5] == list(TOTAL)
+    row = total[(total["level"] == "tract") & (total["source"] == "default")].iloc[0]
+    assert (row["seeds"], row["mae_min"], row["mae_max"]) == (2, 0.6, 0.7)
+    assert row["mae_mean"] == pytest.approx(0.65)
+    assert row["rmse_mean"] == pytest.approx(0.975)
+    assert row["mae_se"] == pytest.approx(0.05)
+
+
+def test_goals_pass_and_fail_with_their_numbers():
+    ratio, no_worse, diversity, size = found(errors())["goals"]
+    # tract (0.65 / 1.05 = 0.619) passes, block_group (0.75 / 1.05 = 0.714) does not
+    assert ratio.met is False
+    assert ratio.detail == "tract: 0.650 / 1.050 = 0.619; block_group: 0.750 / 1.050 = 0.714"
+    assert no_worse.met is True
+    assert "largest ratio default / measurements: 1.000 (hispanic at tract)" in no_worse.detail
+    assert diversity.met is False  # the default's bias is twice today's
+    assert diversity.detail.endswith("default 0.6, measurements 0.3")
+    assert size.met is True
+    _, no_worse, _, _ = found(errors(hispanic_default=0.6))["goals"]
+    assert no_worse.met is False
+    assert no_worse.detail.endswith("worse at hispanic at tract (0.6 vs 0.5)")
+
+
+def test_goals_are_not_measured_without_their_variants():
+    frame = errors()
+    goals = found(frame[frame["source"] != "default"])["goals"]
+    assert [g.met for g in goals] == [None] * 4
+    assert goals[0].detail == "needs the default and rule2020 variants"
+
+
+def test_estimate_cost_is_the_estimate_phase_against_the_sum_of_phases():
+    certificates = {
+        ("default", 1): {"timings_seconds": {"read": 30.0, "estimate": 10.0, "write": 10.0}},
+        ("rule2020", 1): {"timings_seconds": {"read": 30.0}},  # before the estimate pass
+    }
+    cost = tables.estimate_cost(certificates)
+    assert cost.to_dict("records") == [
+        {"variant": "default", "seed": 1, "estimate_s": 10.0, "job_s": 50.0, "share": 0.2}
+    ]
+
+
+def test_the_page_has_the_goals_the_ratio_and_the_census_figures():
+    tabs = found(errors())
+    headers, rows = level_rows(tabs["levels"], "total", "mae", ratio=True)
+    assert headers[-1] == "default / 2020 rule" and rows[1][0] == "tract"
+    assert rows[1][1] == "0.65 [0.6, 0.7]" and rows[1][-1] == "0.619"
+    page = document(
+        {
+            **tabs,
+            "diversity": tabs["bias"]["diversity_bin"],
+            "size": tabs["bias"]["size_bin"],
+            "cross": {},
+            "cost": tables.estimate_cost({}),
+            "coverage": None,
+        },
+        {
+            "variants": list(VARIANTS),
+            "seeds": [1, 2],
+            "input_persons": 10,
+            "config_file": "c.toml",
+            "config_name": "c",
+            "rho": {"exact": "1", "approx": 1.0},
+        },
+        {
+            "command": "x",
+            "git_commit": "abc",
+            "dirty": False,
+            "timestamp": "t",
+            "input": "i",
+            "name": "accuracy",
+        },
+        {"levels": "l.png", "bias": "b.png"},
+    )
+    assert "- **FAIL**: tract and block-group total MAE at most 0.65x the 2020 rule's." in page
+    assert CENSUS in page
+    assert "counties 1.86, tracts 1.94; blocks 4.23 urban, 1.61 rural" in CENSUS
+    assert "| tract | 1.94 | 0.65 | 1.05 |" in page
+
+
+def test_a_cached_run_of_other_settings_is_refused(tmp_path: Path):
+    run = run_dir(tmp_path, "rule2020", 3)
+    run.mkdir(parents=True)
+    config = {"postprocess": {"combine_totals": True}}  # made before postprocess.target
+    (run / "certificate.json").write_text(json.dumps({"config": config}))
+    check_settings(run_dir(tmp_path, "rule2020", 3), VARIANTS["measurements"])
+    with pytest.raises(
+        SystemExit, match=r"postprocess\.combine_totals = True, but variant rule2020"
+    ):
+        check_settings(run, VARIANTS["rule2020"])
+    assert supported(["spark.master='local[2]'", "postprocess.solver=x"]) == [
+        "spark.master='local[2]'",
+        "postprocess.solver=x",
+    ]
