@@ -15,6 +15,7 @@ import pandas as pd
 
 from bench.accuracy_runs import BLUE, NOISY, OVERRIDES, VARIANTS
 from bench.accuracy_tables import BIAS_LEVEL, Goal, bin_order, mean_mae
+from das.confidential.markup import number
 from das.input.describe import markdown_table
 
 LABELS = {**{v.name: v.label for v in VARIANTS.values()}, BLUE: "BLUE", NOISY: "noisy"}
@@ -28,17 +29,11 @@ CENSUS_MAE = {"county": "1.86", "tract": "1.94", "block": "4.23 urban, 1.61 rura
 
 
 def fmt(value: float | None, signed: bool = False) -> str:
-    """About three significant figures; a sign on signed errors."""
+    """The report's number format (das.confidential.markup.number); float rounding of 0 (the
+    BLUE's sums over a level) shows as 0, no value as "-"."""
     if value is None or (isinstance(value, float) and np.isnan(value)):
         return "-"
-    if abs(value) < 1e-9:  # 0, or float rounding of 0 (the BLUE's sums over a level)
-        return "0"
-    sign = "+" if signed else ""
-    if abs(value) >= 100:
-        return f"{value:{sign},.0f}"
-    if abs(value) >= 1:
-        return f"{value:{sign}.2f}"
-    return f"{value:{sign}.3g}"
+    return number(0.0 if abs(value) < 1e-9 else float(value), signed)
 
 
 def _number(value: Any) -> float | None:

@@ -180,34 +180,25 @@ def _pass_problem(
     ``variances`` given: ``answers`` are the BLUE, weighted by them (das.postprocess.target)."""
     groups, lower, upper = bounds
     by_name = {q.name: q for q in plan.queries}
+    child_weights = None
     if variances is not None:
         child_weights, row_weights = blue_weights(variances, pass_queries)
-        return ParentProblem(
-            parent=parent,
-            n_children=n_children,
-            measurements=tuple(
-                Measurement(q, by_name[q].matrix, 1.0, answers[q], row_weights[q])
-                for q in pass_queries
-            ),
-            structural_zero=plan.schema.structural_zero_mask,
-            facility_groups=groups,
-            group_lower=lower,
-            group_upper=upper,
-            child_totals=totals,
-            fixed=fixed,
-            child_weights=child_weights,
+        measurements = tuple(
+            Measurement(q, by_name[q].matrix, 1.0, answers[q], row_weights[q])
+            for q in pass_queries
         )
-    # Dividing every weight of the pass by the largest leaves the minimiser unchanged and
-    # keeps the solvers well scaled whatever rho is (rho = 1e12 gives weights ~ 1e11).
-    scale = max(plan.weights[q] for q in pass_queries)
-    pass_answers = answers
-    if plan.combine_totals and pass_queries == ("total",):
-        combined = combined_totals(plan, answers, parent, allowed_cells(groups, upper))
-        pass_answers = {"total": combined[:, None]}
-    measurements = tuple(
-        Measurement(q, by_name[q].matrix, plan.weights[q] / scale, pass_answers[q])
-        for q in pass_queries
-    )
+    else:
+        # Dividing every weight of the pass by the largest leaves the minimiser unchanged and
+        # keeps the solvers well scaled whatever rho is (rho = 1e12 gives weights ~ 1e11).
+        scale = max(plan.weights[q] for q in pass_queries)
+        pass_answers = answers
+        if plan.combine_totals and pass_queries == ("total",):
+            combined = combined_totals(plan, answers, parent, allowed_cells(groups, upper))
+            pass_answers = {"total": combined[:, None]}
+        measurements = tuple(
+            Measurement(q, by_name[q].matrix, plan.weights[q] / scale, pass_answers[q])
+            for q in pass_queries
+        )
     return ParentProblem(
         parent=parent,
         n_children=n_children,
@@ -218,6 +209,7 @@ def _pass_problem(
         group_upper=upper,
         child_totals=totals,
         fixed=fixed,
+        child_weights=child_weights,
     )
 
 
