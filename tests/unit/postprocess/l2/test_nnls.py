@@ -19,7 +19,11 @@ from tests.unit.postprocess.instances import SEEDS, relative, small
 
 @pytest.mark.parametrize("seed", SEEDS)
 def test_l2_objective_matches_cvxpy_reference(seed):
-    problem = small(seed).problem
+    _assert_matches_reference(small(seed).problem)
+
+
+def _assert_matches_reference(problem):
+    """The fast solve's L2 optimum is cvxpy's; returns the fast solution."""
     solution = solve_parent(problem)
     x_ref, objective = solve_l2_reference(problem)
     assert relative(solution.l2_objective, objective) < 1e-6
@@ -29,6 +33,7 @@ def test_l2_objective_matches_cvxpy_reference(seed):
         solution.l2_objective
         <= l2_kkt.objective(compact(problem, lay), block_sums(lay, x_ref)) + 1e-6
     )
+    return solution
 
 
 def test_interior_point_fallback_reaches_the_same_optimum(monkeypatch):
@@ -61,14 +66,7 @@ def _weighted(seed: int, fix_totals: bool = True):
 def test_weighted_fit_matches_cvxpy_reference(seed, fix_totals):
     """Per-child and per-row weights: the same optimum as cvxpy's weighted objective."""
     problem = _weighted(seed, fix_totals)
-    solution = solve_parent(problem)
-    x_ref, objective = solve_l2_reference(problem)
-    assert relative(solution.l2_objective, objective) < 1e-6
-    lay = layout(problem)
-    assert (
-        solution.l2_objective
-        <= l2_kkt.objective(compact(problem, lay), block_sums(lay, x_ref)) + 1e-6
-    )
+    solution = _assert_matches_reference(problem)
     assert check_solution(problem, solution.counts) == []
 
 
