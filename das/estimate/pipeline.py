@@ -1,37 +1,61 @@
 """A finished measurement to ``estimates/``: the public files in, the BLUE of every
 measured query at every geounit out, with its exact variance.
 
-Everything runs on the driver in numpy, level by level (all geounits of a level share
-their queries and noise variances, so each level is a handful of array operations). A
-national run would map the same passes over the states' subtrees on Spark: the bottom-up
-pass per state, the levels above the states on the driver, the top-down pass per state
-(docs/architecture.md).
+The tree is cut at a *split level*: every geounit of that level roots a subtree, whose
+two passes run in one Spark task (``das.estimate.subtree``); the levels above it, a few
+thousand geounits even for the U.S., run on the driver in between. In order:
+
+1. the bottom-up pass of every subtree (Spark), which returns its root's subtree
+   estimate;
+2. on the driver, the bottom-up pass of the levels above from those, and the top-down
+   pass down to the roots, which gives each root's full estimate;
+3. the top-down pass of every subtree from its root's full estimate (Spark), which
+   writes the subtree's rows of ``estimates/`` beside the driver's rows of the levels
+   above.
+
+The split level is the highest whose largest subtree has at most ``max_blocks`` blocks,
+so a task's memory is bounded whatever the tree: for the U.S. that is the county, or the
+tract where a county is as large as Los Angeles. The result does not depend on the split
+(up to rounding; tested).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.pandas.types import from_arrow_schema
 
 from das.errors import InternalError, UserError
-from das.estimate.answers import estimates, histograms, level_data, variance, variance_plan
 from das.estimate.basis import Basis, schema_basis
-from das.estimate.read import LevelAnswers, invariant_totals, level_answers, parents, read_public
-from das.estimate.tree import Estimate, Invariant, LevelData, blue
-from das.estimate.write import arrow_schema, estimate_batch, finish, start, write_level
+from das.estimate.read import exact_totals, invariant_totals, parents
+from das.estimate.subtree import (
+    EXACT,
+    MEASURED,
+    ROW_COLUMNS,
+    TOP_SCHEMA,
+    UP_SCHEMA,
+    Plan,
+    estimate_rows,
+    flatten,
+    measured_levels,
+    up_estimate,
+    up_rows,
+)
+from das.estimate.tree import Estimate, Invariant, LevelData, down_pass, up_pass
+from das.estimate.write import ESTIMATES_SCHEMA, arrow_schema, estimate_batches
 from das.spark.marks import RunMode
-from das.spark.storage import delete, exists
+from das.spark.storage import exists
 from das.spec.config import Config
 
 log = logging.getLogger("das.estimate")
 
-#: Geounits per row group of ``estimates/`` (a block: 11 rows, 2,603 cells).
-GEOUNITS_PER_BATCH = 2000
+#: The most blocks a subtree's task holds (a block's arrays: about 100 kB).
+MAX_SUBTREE_BLOCKS = 4096
 
 
 @dataclass(frozen=True)
@@ -42,106 +66,197 @@ class LevelSummary:
     cells: int  # the estimates written: geounits x the queries' cells
 
 
-def measured(
-    spark: SparkSession, config: Config, output: str
-) -> tuple[Basis, list[LevelAnswers], list[LevelData], Invariant | None]:
-    """The NMF and the invariants as the tree algorithm's input."""
-    root = output.rstrip("/")
-    nmf = read_public(spark, f"{root}/nmf", ["level", "geocode", "query", "values"])
+def public_frame(spark: SparkSession, uri: str) -> DataFrame:
+    """A public Parquet directory of the run, refused unless Spark marked it complete."""
+    if not exists(spark, f"{uri.rstrip('/')}/_SUCCESS"):
+        raise UserError(f"{uri} is missing or incomplete (no _SUCCESS): did the run finish?")
+    return spark.read.parquet(uri)
+
+
+def split_level(nmf: DataFrame, config: Config, max_blocks: int) -> int:
+    """The highest level whose every geounit has at most ``max_blocks`` blocks under it
+    (the blocks' parents' level if none has)."""
     levels = config.geography.levels
-    basis = schema_basis(config.schema, [q for qs in config.queries.values() for q in qs])
-    found: list[LevelAnswers] = []
-    data: list[LevelData] = []
-    for index, level in enumerate(levels):
-        queries = list(config.queries[level.name])
-        answers = level_answers(nmf, level.name, queries, f"{root}/nmf")
-        parent = None
-        if index:
-            parent = parents(
-                answers.geocodes, found[-1].geocodes, levels[index - 1].length, level.name
-            )
-        variances = {q.name: float(config.budget.sigma2(level.name, q.name)) for q in queries}
-        found.append(answers)
-        data.append(
-            level_data(
-                basis, config.schema, level.name, parent, answers.answers, queries, variances
-            )
+    if len(levels) < 2:
+        return 0
+    block = levels[-1]
+    first = min(q.name for q in config.queries[block.name])
+    counts = (
+        nmf.where((F.col("level") == block.name) & (F.col("query") == first))
+        .groupBy(F.substring("geocode", 1, levels[-2].length).alias("prefix"))
+        .count()
+        .toArrow()
+    )
+    prefixes = np.asarray(counts["prefix"].to_pylist(), dtype=object)
+    blocks = counts["count"].to_numpy()
+    for index, level in enumerate(levels[:-1]):
+        _, group = np.unique([p[: level.length] for p in prefixes], return_inverse=True)
+        if len(blocks) and np.bincount(group, weights=blocks).max() <= max_blocks:
+            return index
+    return len(levels) - 2
+
+
+def subtree_frame(nmf: DataFrame, invariants: DataFrame | None, plan: Plan) -> DataFrame:
+    """The rows every subtree's task reads, keyed by their subtree's root."""
+    names = plan.config.geography.names[plan.split :]
+    root = F.substring("geocode", 1, plan.config.geography.levels[plan.split].length)
+
+    def rows(frame: DataFrame, kind: str, levels: list[str]) -> DataFrame:
+        return frame.where(F.col("level").isin(levels)).select(
+            F.lit(kind).alias("kind"), root.alias("root"), "level", "geocode", "query", "values"
         )
-    return basis, found, data, invariant(spark, config, root, found, data)
+
+    frame = rows(nmf, MEASURED, names)
+    if invariants is not None and plan.invariant >= plan.split:
+        frame = frame.unionByName(rows(invariants, EXACT, names[: plan.invariant - plan.split + 1]))
+    return frame.select(*ROW_COLUMNS)
 
 
-def invariant(
-    spark: SparkSession, config: Config, root: str, found: list[LevelAnswers], data: list[LevelData]
+def bottom_up(rows: DataFrame, plan: Plan) -> pa.Table:
+    """Every subtree's root's subtree estimate, the roots in ascending order; the first
+    user's error a subtree raised, raised here."""
+    ups = (
+        rows.groupBy("root")
+        .applyInArrow(up_rows(plan), from_arrow_schema(UP_SCHEMA))
+        .toArrow()
+        .sort_by("root")
+    )
+    errors = sorted(e for e in ups["error"].to_pylist() if e)
+    if errors:
+        raise UserError(errors[0])
+    return ups
+
+
+@dataclass(frozen=True)
+class Above:
+    """The driver's part: the levels above the split, and the roots' full estimates."""
+
+    geocodes: list[np.ndarray]  # per level above the split
+    estimates: list[Estimate]  # per level above the split, then the split level's
+
+
+def above(
+    nmf: DataFrame, invariants: DataFrame | None, plan: Plan, ups: pa.Table, roots: np.ndarray
+) -> Above:
+    """Both passes of the levels above the split, from the roots' subtree estimates."""
+    config, basis, split = plan.config, plan.basis, plan.split
+    bottom = up_estimate(ups, basis)
+    if split == 0:
+        return Above([], [Estimate(f=bottom.u, F=bottom.U)])
+    levels = config.geography.levels
+    names = config.geography.names[:split]
+    table = nmf.where(F.col("level").isin(names)).select(*ROW_COLUMNS[2:]).toArrow()
+    found, data = measured_levels(table, config, basis, levels[:split], plan.where)
+    geocodes = [a.geocodes for a in found]
+    parent = parents(roots, geocodes[-1], levels[split - 1].length, levels[split].name)
+    invariant = upper_invariant(invariants, plan, geocodes, data, parent, ups)
+    measured_elsewhere = LevelData(levels[split].name, parent, [], [])
+    passes = up_pass(basis, [*data, measured_elsewhere], invariant, bottom)
+    found_parents = [d.parent for d in data] + [parent]
+    return Above(geocodes, down_pass(found_parents, passes, plan.invariant))
+
+
+def upper_invariant(
+    invariants: DataFrame | None,
+    plan: Plan,
+    geocodes: list[np.ndarray],
+    data: list[LevelData],
+    parent: np.ndarray,
+    ups: pa.Table,
 ) -> Invariant | None:
-    """The exact totals of the deepest invariant level, from ``invariants/``."""
-    if config.total_invariant_level is None:
+    """The exact totals the driver's levels are conditioned on: those of the deepest
+    invariant level when it is above the split. Below it, the subtrees were conditioned;
+    the driver checks that the given totals above are the roots' sums."""
+    if invariants is None or plan.invariant < 0:
         return None
-    where = f"{root}/invariants"
-    table = read_public(spark, where, ["level", "geocode", "values"])
-    deepest = config.geography.index(config.total_invariant_level)
-    return exact_totals(table, config.geography.names[: deepest + 1], found, data, where)
-
-
-def exact_totals(
-    table: pa.Table, names: list[str], found: list[LevelAnswers], data: list[LevelData], where: str
-) -> Invariant:
-    """The totals of the last of ``names``; those of the levels above must be their sums."""
-    deepest = len(names) - 1
-    totals = invariant_totals(table, names[deepest], found[deepest].geocodes, where)
-    below = totals
-    for index in range(deepest - 1, -1, -1):
-        parent = data[index + 1].parent
-        if parent is None:
+    names = plan.config.geography.names
+    upper = names[: min(plan.invariant + 1, plan.split)]
+    table = invariants.where(F.col("level").isin(upper)).select("level", "geocode", "values")
+    given = table.toArrow()
+    where = f"{plan.where.rsplit('/', 1)[0]}/invariants"
+    if plan.invariant < plan.split:
+        deepest = plan.invariant + 1
+        up = [d.parent for d in data[:deepest]]
+        return exact_totals(given, names[:deepest], geocodes[:deepest], up, where)
+    below = ups["total"].to_numpy(zero_copy_only=False)
+    child_parent: np.ndarray | None = parent
+    for index in range(plan.split - 1, -1, -1):
+        if child_parent is None:
             raise InternalError(f"level {names[index + 1]} has no parents")
-        below = np.bincount(parent, weights=below, minlength=len(found[index].geocodes))
-        given = invariant_totals(table, names[index], found[index].geocodes, where)
-        if not np.array_equal(given, below):
+        below = np.bincount(child_parent, weights=below, minlength=len(geocodes[index]))
+        if not np.array_equal(invariant_totals(given, names[index], geocodes[index], where), below):
             raise UserError(
                 f"{where}: the totals of level {names[index]} are not the sums of "
-                f"level {names[deepest]}'s"
+                f"level {names[plan.invariant]}'s"
             )
-    return Invariant(level=deepest, totals=totals)
+        child_parent = data[index].parent
+    return None
 
 
-def _batches(
-    basis: Basis, config: Config, level: str, geocodes: np.ndarray, est: Estimate, schema: pa.Schema
-) -> Iterator[pa.RecordBatch]:
-    queries = sorted(config.queries[level], key=lambda q: q.name)
-    plans = [variance_plan(basis, config.schema, q) for q in queries]
-    for begin in range(0, len(geocodes), GEOUNITS_PER_BATCH):
-        part = slice(begin, begin + GEOUNITS_PER_BATCH)
-        x = histograms(basis, [f[part] for f in est.f])
-        cov = [F[part] for F in est.F]
-        yield estimate_batch(
-            level,
-            geocodes[part],
-            [q.name for q in queries],
-            estimates(basis, config.schema, x, queries),
-            [
-                variance(basis, config.schema, cov, q, p)
-                for q, p in zip(queries, plans, strict=True)
-            ],
-            schema,
-        )
+def tops(plan: Plan, roots: np.ndarray, est: Estimate) -> pa.Table:
+    """The roots' full estimates, flattened, as the top-down passes read them."""
+    f, cov = flatten(est.f), flatten(est.F)
+
+    def lists(rows: np.ndarray) -> pa.Array:
+        offsets = np.arange(rows.shape[0] + 1, dtype=np.int32) * rows.shape[1]
+        return pa.ListArray.from_arrays(pa.array(offsets), pa.array(rows.ravel()))
+
+    return pa.table(
+        {"root": pa.array([str(r) for r in roots]), "f": lists(f), "f_cov": lists(cov)},
+        schema=TOP_SCHEMA,
+    )
 
 
-def estimate_output(spark: SparkSession, config: Config, output: str) -> list[LevelSummary]:
+def estimate_output(
+    spark: SparkSession, config: Config, output: str, max_blocks: int = MAX_SUBTREE_BLOCKS
+) -> list[LevelSummary]:
     """Read the run's NMF and invariants, compute the BLUE, write ``estimates/``."""
-    basis, found, data, inv = measured(spark, config, output)
-    levels = blue(basis, data, inv)
-    path = f"{output.rstrip('/')}/estimates"
-    if exists(spark, path):
-        delete(spark, path)  # a recomputation replaces the whole directory
-    start(spark, path)
-    schema = arrow_schema(RunMode.of(config.seed))
-    summaries = []
-    for index, (answers, est) in enumerate(zip(found, levels, strict=True)):
-        name = config.geography.names[index]
-        batches = _batches(basis, config, name, answers.geocodes, est, schema)
-        write_level(spark, path, f"part-{index:02d}-{name}.parquet", batches, schema)
-        n, queries = len(answers.geocodes), config.queries[name]
-        cells = sum(q.size for q in queries)
-        summaries.append(LevelSummary(name, n, n * len(queries), n * cells))
-    finish(spark, path)
+    root = output.rstrip("/")
+    nmf = public_frame(spark, f"{root}/nmf")
+    invariants = None
+    if config.total_invariant_level is not None:
+        invariants = public_frame(spark, f"{root}/invariants")
+    basis = schema_basis(config.schema, [q for qs in config.queries.values() for q in qs])
+    plan = Plan(config, basis, split_level(nmf, config, max_blocks), f"{root}/nmf")
+    log.info("estimate: subtrees rooted at level %s", config.geography.names[plan.split])
+    rows = subtree_frame(nmf, invariants, plan)
+    ups = bottom_up(rows, plan)
+    roots = np.asarray(ups["root"].to_pylist(), dtype=object)
+    found = above(nmf, invariants, plan, ups, roots)
+    mode = RunMode.of(config.seed)
+    schema = arrow_schema(mode)
+    below = (
+        rows.groupBy("root")
+        .cogroup(spark.createDataFrame(tops(plan, roots, found.estimates[-1])).groupBy("root"))
+        .applyInArrow(estimate_rows(plan, schema), ESTIMATES_SCHEMA)
+    )
+    frame = below
+    if plan.split:
+        upper = _upper_rows(plan, basis, found, schema)
+        frame = spark.createDataFrame(upper, schema=ESTIMATES_SCHEMA).unionByName(below)
+    path = f"{root}/estimates"
+    frame.transform(mode.mark).write.mode("overwrite").parquet(path)
     log.info("estimates written to %s", path)
+    return _summaries(config, found, ups)
+
+
+def _upper_rows(plan: Plan, basis: Basis, found: Above, schema: pa.Schema) -> pa.Table:
+    names = plan.config.geography.names
+    batches = [
+        batch
+        for index, codes in enumerate(found.geocodes)
+        for batch in estimate_batches(
+            basis, plan.config, names[index], codes, found.estimates[index], schema
+        )
+    ]
+    return pa.Table.from_batches(batches, schema=schema)
+
+
+def _summaries(config: Config, found: Above, ups: pa.Table) -> list[LevelSummary]:
+    below = np.asarray(ups["geounits"].to_pylist(), dtype=np.int64).sum(axis=0)
+    counts = [len(g) for g in found.geocodes] + [int(n) for n in below]
+    summaries = []
+    for name, n in zip(config.geography.names, counts, strict=True):
+        queries = config.queries[name]
+        summaries.append(LevelSummary(name, n, n * len(queries), n * sum(q.size for q in queries)))
     return summaries

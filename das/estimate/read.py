@@ -1,9 +1,5 @@
-"""The public files the estimator reads (the NMF, the invariants) as numpy arrays per level.
-
-Both are small enough for the driver on a state (the RI NMF: 207,194 rows, 46M values).
-A local output is read with pyarrow directly (2 s for RI); any other file system through
-Spark, which costs a trip through the JVM.
-"""
+"""The public files the estimator reads (the NMF, the invariants), as numpy arrays per
+level: a subtree's rows in its task, the levels above the subtrees on the driver."""
 
 from __future__ import annotations
 
@@ -13,28 +9,10 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
-from pyspark.sql import SparkSession
 
-from das.errors import UserError
-from das.spark.storage import exists, qualified
+from das.errors import InternalError, UserError
+from das.estimate.tree import Invariant
 from das.spec.schema import Query
-
-
-def local_path(spark: SparkSession, uri: str) -> str | None:
-    """The driver's own path of ``uri`` when Spark resolves it to the local disk."""
-    resolved = qualified(spark, uri)
-    return resolved.removeprefix("file:") if resolved.startswith("file:") else None
-
-
-def read_public(spark: SparkSession, uri: str, columns: Sequence[str]) -> pa.Table:
-    """A public Parquet directory of the run (its ``_SUCCESS`` present) as one Arrow table."""
-    if not exists(spark, f"{uri.rstrip('/')}/_SUCCESS"):
-        raise UserError(f"{uri} is missing or incomplete (no _SUCCESS): did the run finish?")
-    local = local_path(spark, uri)
-    if local is not None:
-        return pq.read_table(local, columns=list(columns))
-    return spark.read.parquet(uri).select(*columns).toArrow()
 
 
 @dataclass(frozen=True)
@@ -101,3 +79,29 @@ def invariant_totals(table: pa.Table, level: str, geocodes: np.ndarray, where: s
     if not np.array_equal(codes, geocodes):
         raise UserError(f"{where}: the totals of level {level} do not cover its measured geounits")
     return pc.list_flatten(rows["values"]).to_numpy().astype(np.float64)
+
+
+def exact_totals(
+    table: pa.Table,
+    names: list[str],
+    geocodes: list[np.ndarray],
+    parent: list[np.ndarray | None],
+    where: str,
+) -> Invariant:
+    """The totals of the last of ``names`` (levels with ``geocodes``, and ``parent`` the
+    index of each geounit's parent); those of the levels above must be their sums."""
+    deepest = len(names) - 1
+    totals = invariant_totals(table, names[deepest], geocodes[deepest], where)
+    below = totals
+    for index in range(deepest - 1, -1, -1):
+        up = parent[index + 1]
+        if up is None:
+            raise InternalError(f"level {names[index + 1]} has no parents")
+        below = np.bincount(up, weights=below, minlength=len(geocodes[index]))
+        given = invariant_totals(table, names[index], geocodes[index], where)
+        if not np.array_equal(given, below):
+            raise UserError(
+                f"{where}: the totals of level {names[index]} are not the sums of "
+                f"level {names[deepest]}'s"
+            )
+    return Invariant(level=deepest, totals=totals)

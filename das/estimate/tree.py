@@ -144,15 +144,22 @@ def condition(basis: Basis, up: Up, totals: np.ndarray) -> Up:
     return Up(u=[u, *up.u[1:]], U=[_sym(U), *up.U[1:]], w=up.w, S=up.S)
 
 
-def up_pass(basis: Basis, levels: list[LevelData], invariant: Invariant | None) -> list[Up]:
-    """Subtree estimates of every level, root first."""
-    ups: list[Up] = [leaf_up(basis, levels[-1])]
-    for index in range(len(levels) - 1, -1, -1):
-        if index < len(levels) - 1:
-            child_parent = levels[index + 1].parent
-            if child_parent is None:
-                raise InternalError(f"level {levels[index + 1].name} has no parents")
-            ups.append(parent_up(basis, levels[index], ups[-1], child_parent))
+def up_pass(
+    basis: Basis, levels: list[LevelData], invariant: Invariant | None, bottom: Up | None = None
+) -> list[Up]:
+    """Subtree estimates of every level, root first.
+
+    With ``bottom``, the last of ``levels`` is not measured here: ``bottom`` is its
+    subtree estimates, computed elsewhere (a subtree's task) and only its ``parent``
+    index is used; otherwise the last level is the leaves."""
+    ups: list[Up] = [bottom if bottom is not None else leaf_up(basis, levels[-1])]
+    if invariant is not None and invariant.level == len(levels) - 1 and bottom is None:
+        ups[-1] = condition(basis, ups[-1], invariant.totals)
+    for index in range(len(levels) - 2, -1, -1):
+        child_parent = levels[index + 1].parent
+        if child_parent is None:
+            raise InternalError(f"level {levels[index + 1].name} has no parents")
+        ups.append(parent_up(basis, levels[index], ups[-1], child_parent))
         if invariant is not None and invariant.level == index:
             ups[-1] = condition(basis, ups[-1], invariant.totals)
     return ups[::-1]
@@ -172,16 +179,19 @@ def _pinv(S: np.ndarray, fixed: bool) -> np.ndarray:
 
 
 def down_pass(
-    levels: list[LevelData], ups: list[Up], invariant: Invariant | None
+    parents: list[np.ndarray | None], ups: list[Up], fixed_through: int, top: Estimate | None = None
 ) -> list[Estimate]:
-    """The full BLUE of every level, root first."""
-    estimates = [Estimate(f=ups[0].u, F=ups[0].U)]
-    for index in range(1, len(levels)):
-        above, up, parent = ups[index - 1], ups[index], levels[index].parent
+    """The full BLUE of every level, root first: ``parents[i]`` is level i's parent index,
+    ``fixed_through`` the deepest level whose subtree totals are exact (-1: none). The
+    first level's estimate is ``top`` (its geounits' full BLUE, from the tree above a
+    subtree) or, at the tree's root, its subtree estimate."""
+    estimates = [top if top is not None else Estimate(f=ups[0].u, F=ups[0].U)]
+    for index in range(1, len(ups)):
+        above, up, parent = ups[index - 1], ups[index], parents[index]
         if above.w is None or above.S is None or parent is None:
-            raise InternalError(f"level {levels[index].name} has no parent sums")
+            raise InternalError(f"level {index} has no parent sums")
         fp = estimates[-1]
-        fixed = invariant is not None and index <= invariant.level
+        fixed = index <= fixed_through
         fs, Fs = [], []
         for k in range(len(up.u)):
             sinv = _pinv(above.S[k], fixed and k == 0)
@@ -198,4 +208,6 @@ def blue(
     basis: Basis, levels: list[LevelData], invariant: Invariant | None = None
 ) -> list[Estimate]:
     """The BLUE of every geounit's histogram, root first; see the module's docstring."""
-    return down_pass(levels, up_pass(basis, levels, invariant), invariant)
+    fixed_through = -1 if invariant is None else invariant.level
+    ups = up_pass(basis, levels, invariant)
+    return down_pass([level.parent for level in levels], ups, fixed_through)

@@ -1,30 +1,31 @@
-"""The public files the estimator writes: ``estimates/`` (from the driver) and
-``invariants/`` (from the input's histograms, on Spark).
+"""The public files the estimator writes: ``estimates/`` and ``invariants/``.
 
-``estimates/`` is built on the driver: a row per geounit and query, its cells as two
-arrays (estimates, variances), one Parquet file per level written in row groups of a few
-thousand geounits, with pyarrow (a local output) or as bytes through Spark's file system
-(any other). Every column carries the run's mode, in the footer entry where Spark
-keeps a DataFrame's schema, exactly as Spark's own writer marks the NMF
-(``das.spark.marks``): Spark and the validator read it the same way.
+``estimates/`` has a row per geounit and query, its cells as two arrays (estimates,
+variances). Its rows are built as Arrow record batches (here, a few thousand geounits
+at a time, by the subtrees' tasks and the driver) and written by Spark, which marks
+every column with the run's mode (``das.spark.marks``). ``invariants/`` holds the exact
+totals, from the input's histograms, on Spark.
 """
 
 from __future__ import annotations
 
-import io
 from collections.abc import Iterator, Mapping
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from das.estimate.read import local_path
+from das.estimate.answers import estimates, histograms, variance, variance_plan
+from das.estimate.basis import Basis
+from das.estimate.tree import Estimate
 from das.input.read import LevelHistograms
 from das.spark.marks import SPARK_SCHEMA_KEY, RunMode
-from das.spark.storage import mkdirs, write_bytes, write_text
+from das.spec.config import Config
+
+#: Geounits per record batch of ``estimates/`` (a block: 11 rows, 2,603 cells).
+GEOUNITS_PER_BATCH = 2000
 
 ESTIMATES_SCHEMA = T.StructType(
     [
@@ -98,29 +99,28 @@ def estimate_batch(
     return pa.RecordBatch.from_arrays(columns, schema=schema)
 
 
-def write_level(
-    spark: SparkSession, path: str, name: str, batches: Iterator[pa.RecordBatch], schema: pa.Schema
-) -> None:
-    """One level's file under ``path``: pyarrow to a local disk, else bytes through Spark."""
-    local = local_path(spark, path)
-    sink: str | io.BytesIO = f"{local}/{name}" if local is not None else io.BytesIO()
-    # dictionaries for the repetitive columns only: a dictionary of 46M distinct estimates
-    # is built, found too large and dropped, page after page
-    dictionary = ["level", "geocode", "query"]
-    with pq.ParquetWriter(sink, schema, compression="zstd", use_dictionary=dictionary) as writer:
-        for batch in batches:
-            writer.write_batch(batch)
-    if isinstance(sink, io.BytesIO):
-        write_bytes(spark, f"{path.rstrip('/')}/{name}", sink.getvalue())
-
-
-def start(spark: SparkSession, path: str) -> None:
-    mkdirs(spark, path)
-
-
-def finish(spark: SparkSession, path: str) -> None:
-    """Spark's mark of a complete directory, written last."""
-    write_text(spark, f"{path.rstrip('/')}/_SUCCESS", "")
+def estimate_batches(
+    basis: Basis, config: Config, level: str, geocodes: np.ndarray, est: Estimate, schema: pa.Schema
+) -> Iterator[pa.RecordBatch]:
+    """A level's rows of ``estimates/`` (queries in name order), a few thousand geounits
+    at a time: the histograms of a batch are formed only for that batch."""
+    queries = sorted(config.queries[level], key=lambda q: q.name)
+    plans = [variance_plan(basis, config.schema, q) for q in queries]
+    for begin in range(0, len(geocodes), GEOUNITS_PER_BATCH):
+        part = slice(begin, begin + GEOUNITS_PER_BATCH)
+        x = histograms(basis, [f[part] for f in est.f])
+        cov = [F[part] for F in est.F]
+        yield estimate_batch(
+            level,
+            geocodes[part],
+            [q.name for q in queries],
+            estimates(basis, config.schema, x, queries),
+            [
+                variance(basis, config.schema, cov, q, p)
+                for q, p in zip(queries, plans, strict=True)
+            ],
+            schema,
+        )
 
 
 def invariant_frame(histograms: Mapping[str, LevelHistograms], levels: list[str]) -> DataFrame:

@@ -249,7 +249,8 @@ def _estimates() -> str:
         "whole tree: every measurement of every geounit, the invariants exact) and its "
         "variance, as two arrays of the query's size (no nulls), computed from "
         "the public `nmf/`, `invariants/` and `run.json` only, so `das estimate OUTPUT` "
-        "recomputes it. One file per level, `part-<i>-<level>.parquet`. Structural zeros "
+        "recomputes it. Written by Spark (any number of files; read the directory). "
+        "Structural zeros "
         "are not imposed. Not written (a warning says so) when the geography file gives "
         "a level codes that are not GEOID prefixes: the estimate finds parents by prefix.\n\n"
         + markdown_table(("column", "type", "meaning"), rows)

@@ -7,9 +7,13 @@ import json
 import shutil
 
 import numpy as np
+import pandas as pd
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from das.errors import UserError
+from das.estimate.pipeline import estimate_output, split_level
 from das.estimate.write import ESTIMATES_SCHEMA
 from das.job.cli import main
 from das.job.run import run_job
@@ -85,14 +89,83 @@ def test_das_estimate_recomputes_the_same_from_the_public_files(finished, tmp_pa
         (shutil.copytree if source.is_dir() else shutil.copy)(source, copy / part)
     assert main(["estimate", str(copy)]) == 0
     assert capsys.readouterr().out.startswith(f"estimates written to {copy}/estimates in ")
-    for name in sorted(p.name for p in (output / "estimates").glob("*.parquet")):
-        a = pq.read_table(output / "estimates" / name).to_pandas()
-        b = pq.read_table(copy / "estimates" / name).to_pandas()
-        assert a[["level", "geocode", "query"]].equals(b[["level", "geocode", "query"]])
-        for column in ("estimates", "variances"):
-            np.testing.assert_allclose(
-                np.concatenate(a[column]), np.concatenate(b[column]), rtol=0, atol=1e-9
-            )
+    _assert_same_estimates(output / "estimates", copy / "estimates")
+
+
+def _sorted(path) -> pd.DataFrame:
+    table = pq.read_table(path).to_pandas()
+    return table.sort_values(["level", "geocode", "query"], ignore_index=True)
+
+
+def _assert_same_estimates(a_path, b_path) -> None:
+    a, b = _sorted(a_path), _sorted(b_path)
+    assert a[["level", "geocode", "query"]].equals(b[["level", "geocode", "query"]])
+    for column in ("estimates", "variances"):
+        np.testing.assert_allclose(
+            np.concatenate(a[column]), np.concatenate(b[column]), rtol=1e-9, atol=1e-9
+        )
+
+
+@pytest.mark.parametrize(("max_blocks", "split"), [(0, "block_group"), (3, "tract")])
+def test_the_estimate_does_not_depend_on_where_the_tree_is_cut(
+    spark, finished, tmp_path, max_blocks, split
+):
+    """Subtrees of every block group (none has 0 blocks: the split falls to the blocks'
+    parents) or of every tract, the levels above on the driver, against the whole tree
+    in one subtree (the state total is invariant: conditioned in the subtree, or above)."""
+    config, output, _ = finished
+    nmf = spark.read.parquet(str(output / "nmf"))
+    assert config.geography.names[split_level(nmf, config, max_blocks)] == split
+    assert split_level(nmf, config, 10**9) == 0
+    copy = tmp_path / "public"
+    copy.mkdir()
+    for part in ("nmf", "invariants"):
+        shutil.copytree(output / part, copy / part)
+    whole = estimate_output(spark, config, str(copy), max_blocks=10**9)
+    shutil.copytree(copy / "estimates", tmp_path / "whole")
+    cut = estimate_output(spark, config, str(copy), max_blocks=max_blocks)
+    assert cut == whole  # the same geounits, rows and cells per level
+    _assert_same_estimates(tmp_path / "whole", copy / "estimates")
+
+
+def test_a_cut_above_exact_block_totals_keeps_them_and_checks_the_levels_above(spark, tmp_path):
+    """The units product holds every block's total exact: the subtrees (tracts) are
+    conditioned on them, and the driver checks the totals above against the roots'."""
+    persons, units = tiny_input(seed=5)
+    input_dir = str(write_input(tmp_path / "input", persons, units))
+    config = load_config(
+        ROOT / "configs" / "h1_2020_production.toml",
+        overrides=["run.production=false", "spark.shuffle_partitions=2"],
+        seed=3,
+    )
+    output = tmp_path / "run"
+    run_job(config, input_dir, str(output), spark=spark)
+    shutil.copytree(output / "estimates", tmp_path / "whole")
+    estimate_output(spark, config, str(output), max_blocks=3)
+    _assert_same_estimates(tmp_path / "whole", output / "estimates")
+    table = _sorted(output / "estimates")
+    invariants = pq.read_table(output / "invariants").to_pandas()
+    exact = {(lv, g): v[0] for lv, g, v in invariants[["level", "geocode", "values"]].values}
+    assert len(exact) == len(table)  # every geounit of every level: its total is exact
+    for row in table.itertuples():  # `detailed`: occupied and vacant, adding up exactly
+        assert sum(row.estimates) == pytest.approx(exact[(row.level, row.geocode)], abs=1e-6)
+    for level in ("tract", "county"):  # found in a subtree's task, or on the driver
+        _write_off_by_one(invariants, level, output / "invariants")
+        with pytest.raises(
+            UserError, match=rf"the totals of level {level} are not the sums of level block's$"
+        ):
+            estimate_output(spark, config, str(output), max_blocks=3)
+
+
+def _write_off_by_one(invariants: pd.DataFrame, level: str, path) -> None:
+    """``invariants/`` with one more at every geounit of ``level``."""
+    broken = invariants.copy()
+    at = broken["level"] == level
+    broken.loc[at, "values"] = broken.loc[at, "values"].map(lambda v: [v[0] + 1])
+    shutil.rmtree(path)
+    path.mkdir()
+    pq.write_table(pa.Table.from_pandas(broken, preserve_index=False), path / "part-0.parquet")
+    (path / "_SUCCESS").write_text("")
 
 
 def test_das_estimate_refuses_what_is_not_a_finished_run(finished, tmp_path, capsys):

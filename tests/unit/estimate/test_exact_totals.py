@@ -7,21 +7,12 @@ import pyarrow as pa
 import pytest
 
 from das.errors import UserError
-from das.estimate.pipeline import exact_totals
-from das.estimate.read import LevelAnswers
-from das.estimate.tree import LevelData
+from das.estimate.read import exact_totals
 
 
 def _levels():
-    found = [
-        LevelAnswers(np.array([""], dtype=object), {}),
-        LevelAnswers(np.array(["44", "45"], dtype=object), {}),
-    ]
-    data = [
-        LevelData("us", None, [], []),
-        LevelData("state", np.array([0, 0]), [], []),
-    ]
-    return found, data
+    geocodes = [np.array([""], dtype=object), np.array(["44", "45"], dtype=object)]
+    return geocodes, [None, np.array([0, 0])]
 
 
 def test_the_deepest_level_gives_the_totals():
@@ -32,8 +23,8 @@ def test_the_deepest_level_gives_the_totals():
             "values": [[30], [10], [20]],
         }
     )
-    found, data = _levels()
-    invariant = exact_totals(table, ["us", "state"], found, data, "inv")
+    geocodes, parent = _levels()
+    invariant = exact_totals(table, ["us", "state"], geocodes, parent, "inv")
     assert invariant.level == 1
     np.testing.assert_array_equal(invariant.totals, [10.0, 20.0])
 
@@ -46,8 +37,8 @@ def test_refuses_totals_that_do_not_add_up():
             "values": [[31], [10], [20]],
         }
     )
-    found, data = _levels()
+    geocodes, parent = _levels()
     with pytest.raises(
         UserError, match=r"^inv: the totals of level us are not the sums of level state's$"
     ):
-        exact_totals(table, ["us", "state"], found, data, "inv")
+        exact_totals(table, ["us", "state"], geocodes, parent, "inv")

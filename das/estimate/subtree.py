@@ -1,0 +1,234 @@
+"""One subtree of the estimate, in one Spark task: a geounit of the *split level* and
+everything under it, from its rows of the NMF (and of ``invariants/``).
+
+The bottom-up pass of a subtree needs nothing outside it, and its top-down pass needs
+only its root's full estimate, which the driver computes from every root's subtree
+estimate and the few levels above (``das.estimate.pipeline``). So memory is bounded by
+the largest subtree, not by the tree, and the subtrees run in parallel. Each task reads
+its subtree twice (once per pass) rather than keep every subtree's pass in memory
+between them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from das.errors import InternalError, UserError
+from das.estimate.answers import level_data
+from das.estimate.basis import Basis
+from das.estimate.read import LevelAnswers, exact_totals, level_answers, parents
+from das.estimate.tree import Estimate, Invariant, LevelData, Parts, Up, down_pass, up_pass
+from das.estimate.write import estimate_batches
+from das.spec.config import Config
+from das.spec.geography import Level
+
+#: ``kind`` of a subtree's input row: a noisy measurement, or an exact (invariant) total.
+MEASURED, EXACT = "measured", "exact"
+
+#: The columns of the rows a subtree's task reads.
+ROW_COLUMNS = ["kind", "root", "level", "geocode", "query", "values"]
+
+#: What the bottom-up pass returns per subtree: its root's subtree estimate (u, U
+#: flattened), its exact total where the totals are invariant at or below the split,
+#: its geounits per level, or the user's error that the subtree's rows raise.
+UP_SCHEMA = pa.schema(
+    [
+        pa.field("root", pa.string()),
+        pa.field("total", pa.float64()),
+        pa.field("geounits", pa.list_(pa.int64())),
+        pa.field("u", pa.list_(pa.float64())),
+        pa.field("u_cov", pa.list_(pa.float64())),
+        pa.field("error", pa.string()),
+    ]
+)
+
+#: A subtree root's full estimate (f and its covariance F, flattened): where its
+#: top-down pass starts.
+TOP_SCHEMA = pa.schema(
+    [
+        pa.field("root", pa.string()),
+        pa.field("f", pa.list_(pa.float64())),
+        pa.field("f_cov", pa.list_(pa.float64())),
+    ]
+)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What every subtree's task needs (shipped to the workers with the function)."""
+
+    config: Config
+    basis: Basis
+    split: int  # the index of the subtree roots' level
+    where: str  # the NMF's path, for messages
+
+    @property
+    def invariant(self) -> int:
+        """The index of the deepest level with exact totals (-1: none)."""
+        name = self.config.total_invariant_level
+        return -1 if name is None else self.config.geography.index(name)
+
+
+@dataclass(frozen=True)
+class Subtree:
+    """A subtree's levels (root first), as the tree algorithm takes them."""
+
+    geocodes: list[np.ndarray]
+    data: list[LevelData]
+    invariant: Invariant | None  # its level counted from the subtree's root
+
+
+def measured_levels(
+    table: pa.Table, config: Config, basis: Basis, levels: Sequence[Level], where: str
+) -> tuple[list[LevelAnswers], list[LevelData]]:
+    """Consecutive ``levels``' measurements (rows of the NMF), each geounit's parent
+    found by its geocode's prefix in the level before (none for the first)."""
+    found: list[LevelAnswers] = []
+    data: list[LevelData] = []
+    for index, level in enumerate(levels):
+        queries = list(config.queries[level.name])
+        answers = level_answers(table, level.name, queries, where)
+        parent = None
+        if index:
+            parent = parents(
+                answers.geocodes, found[-1].geocodes, levels[index - 1].length, level.name
+            )
+        variances = {q.name: float(config.budget.sigma2(level.name, q.name)) for q in queries}
+        found.append(answers)
+        data.append(
+            level_data(
+                basis, config.schema, level.name, parent, answers.answers, queries, variances
+            )
+        )
+    return found, data
+
+
+def read_subtree(plan: Plan, table: pa.Table) -> Subtree:
+    """The subtree's measurements per level, checked as the whole NMF is."""
+    levels = plan.config.geography.levels[plan.split :]
+    measured = table.filter(pc.equal(table["kind"], MEASURED))
+    found, data = measured_levels(measured, plan.config, plan.basis, levels, plan.where)
+    if len(found[0].geocodes) != 1:
+        raise InternalError(
+            f"a subtree of level {levels[0].name} has {len(found[0].geocodes)} roots"
+        )
+    geocodes = [a.geocodes for a in found]
+    invariant = None
+    if plan.invariant >= plan.split:
+        exact = table.filter(pc.equal(table["kind"], EXACT))
+        deepest = plan.invariant - plan.split + 1
+        names = [level.name for level in levels[:deepest]]
+        parent = [d.parent for d in data[:deepest]]
+        where = f"{plan.where.rsplit('/', 1)[0]}/invariants"
+        invariant = exact_totals(exact, names, geocodes[:deepest], parent, where)
+    return Subtree(geocodes, data, invariant)
+
+
+def flatten(parts: Parts) -> np.ndarray:
+    """Per-component arrays (n, ...) side by side: (n, their sizes summed)."""
+    return np.hstack([p.reshape(p.shape[0], -1) for p in parts])
+
+
+def unflatten(flat: np.ndarray, shapes: list[tuple[int, ...]]) -> Parts:
+    """``flatten``'s inverse, given each component's shape per geounit."""
+    sizes = [int(np.prod(s)) for s in shapes]
+    bounds = np.concatenate([[0], np.cumsum(sizes)])
+    return [
+        flat[:, bounds[i] : bounds[i + 1]].reshape(flat.shape[0], *s) for i, s in enumerate(shapes)
+    ]
+
+
+def vector_shapes(basis: Basis) -> list[tuple[int, ...]]:
+    return [(c.r, c.d) for c in basis.components]
+
+
+def matrix_shapes(basis: Basis) -> list[tuple[int, ...]]:
+    return [(c.d, c.d) for c in basis.components]
+
+
+def _lists(rows: np.ndarray) -> pa.Array:
+    offsets = np.arange(rows.shape[0] + 1, dtype=np.int32) * rows.shape[1]
+    return pa.ListArray.from_arrays(pa.array(offsets), pa.array(rows.ravel()))
+
+
+def _root(table: pa.Table) -> str:
+    return str(table["root"][0].as_py())
+
+
+def up_rows(plan: Plan) -> Callable[[pa.Table], pa.Table]:
+    """The bottom-up pass of one subtree (a group of rows with one ``root``)."""
+
+    def run(table: pa.Table) -> pa.Table:
+        try:
+            subtree = read_subtree(plan, table)
+        except UserError as error:  # the driver raises it: a Spark task cannot exit 2
+            return pa.table(
+                {
+                    "root": [_root(table)],
+                    "total": [None],
+                    "geounits": [None],
+                    "u": [None],
+                    "u_cov": [None],
+                    "error": [str(error)],
+                },
+                schema=UP_SCHEMA,
+            )
+        up = up_pass(plan.basis, subtree.data, subtree.invariant)[0]
+        total = None if subtree.invariant is None else float(np.sum(subtree.invariant.totals))
+        return pa.table(
+            {
+                "root": [str(subtree.geocodes[0][0])],
+                "total": [total],
+                "geounits": [[len(g) for g in subtree.geocodes]],
+                "u": _lists(flatten(up.u)),
+                "u_cov": _lists(flatten(up.U)),
+                "error": [None],
+            },
+            schema=UP_SCHEMA,
+        )
+
+    return run
+
+
+def estimate_rows(plan: Plan, schema: pa.Schema) -> Callable[[pa.Table, pa.Table], pa.Table]:
+    """Both passes of one subtree from its root's full estimate (``top``, one row): the
+    subtree's rows of ``estimates/``."""
+
+    def run(table: pa.Table, top: pa.Table) -> pa.Table:
+        basis, config = plan.basis, plan.config
+        subtree = read_subtree(plan, table)  # read without error by the bottom-up pass
+        ups = up_pass(basis, subtree.data, subtree.invariant)
+        start = Estimate(
+            f=unflatten(_matrix(top, "f"), vector_shapes(basis)),
+            F=unflatten(_matrix(top, "f_cov"), matrix_shapes(basis)),
+        )
+        fixed = plan.invariant - plan.split
+        found = down_pass([d.parent for d in subtree.data], ups, fixed, start)
+        batches = [
+            batch
+            for level, codes, est in zip(subtree.data, subtree.geocodes, found, strict=True)
+            for batch in estimate_batches(basis, config, level.name, codes, est, schema)
+        ]
+        return pa.Table.from_batches(batches, schema=schema)
+
+    return run
+
+
+def _matrix(table: pa.Table, column: str) -> np.ndarray:
+    """A one-row list column as a (1, length) array."""
+    return pc.list_flatten(table[column]).to_numpy().reshape(table.num_rows, -1)
+
+
+def up_estimate(table: pa.Table, basis: Basis) -> Up:
+    """The roots' subtree estimates (rows of ``UP_SCHEMA``, in the order of the roots)."""
+    return Up(
+        u=unflatten(_matrix(table, "u"), vector_shapes(basis)),
+        U=unflatten(_matrix(table, "u_cov"), matrix_shapes(basis)),
+        w=None,
+        S=None,
+    )
