@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 
@@ -73,12 +73,10 @@ def public_frame(spark: SparkSession, uri: str) -> DataFrame:
     return spark.read.parquet(uri)
 
 
-def split_level(nmf: DataFrame, config: Config, max_blocks: int) -> int:
+def split_level(nmf: DataFrame, config: Config, max_blocks: int) -> tuple[int, int]:
     """The highest level whose every geounit has at most ``max_blocks`` blocks under it
-    (the blocks' parents' level if none has)."""
+    (the blocks' parents' level if none has), and the number of blocks."""
     levels = config.geography.levels
-    if len(levels) < 2:
-        return 0
     block = levels[-1]
     first = min(q.name for q in config.queries[block.name])
     counts = (
@@ -92,18 +90,30 @@ def split_level(nmf: DataFrame, config: Config, max_blocks: int) -> int:
     for index, level in enumerate(levels[:-1]):
         _, group = np.unique([p[: level.length] for p in prefixes], return_inverse=True)
         if len(blocks) and np.bincount(group, weights=blocks).max() <= max_blocks:
-            return index
-    return len(levels) - 2
+            return index, int(blocks.sum())
+    return max(len(levels) - 2, 0), int(blocks.sum())
 
 
-def subtree_frame(nmf: DataFrame, invariants: DataFrame | None, plan: Plan) -> DataFrame:
-    """The rows every subtree's task reads, keyed by their subtree's root."""
+def group_of(root: Column, groups: int) -> Column:
+    """The group of a subtree's root: a hash of its geocode (the same for any partitioning)."""
+    return F.pmod(F.xxhash64(root), F.lit(groups))
+
+
+def subtree_frame(
+    nmf: DataFrame, invariants: DataFrame | None, plan: Plan, groups: int
+) -> DataFrame:
+    """The rows every group's task reads, keyed by their group."""
     names = plan.config.geography.names[plan.split :]
     root = F.substring("geocode", 1, plan.config.geography.levels[plan.split].length)
 
     def rows(frame: DataFrame, kind: str, levels: list[str]) -> DataFrame:
         return frame.where(F.col("level").isin(levels)).select(
-            F.lit(kind).alias("kind"), root.alias("root"), "level", "geocode", "query", "values"
+            F.lit(kind).alias("kind"),
+            group_of(root, groups).alias("group"),
+            "level",
+            "geocode",
+            "query",
+            "values",
         )
 
     frame = rows(nmf, MEASURED, names)
@@ -116,7 +126,7 @@ def bottom_up(rows: DataFrame, plan: Plan) -> pa.Table:
     """Every subtree's root's subtree estimate, the roots in ascending order; the first
     user's error a subtree raised, raised here."""
     ups = (
-        rows.groupBy("root")
+        rows.groupBy("group")
         .applyInArrow(up_rows(plan), from_arrow_schema(UP_SCHEMA))
         .toArrow()
         .sort_by("root")
@@ -217,17 +227,25 @@ def estimate_output(
     if config.total_invariant_level is not None:
         invariants = public_frame(spark, f"{root}/invariants")
     basis = schema_basis(config.schema, [q for qs in config.queries.values() for q in qs])
-    plan = Plan(config, basis, split_level(nmf, config, max_blocks), f"{root}/nmf")
-    log.info("estimate: subtrees rooted at level %s", config.geography.names[plan.split])
-    rows = subtree_frame(nmf, invariants, plan)
+    split, blocks = split_level(nmf, config, max_blocks)
+    plan = Plan(config, basis, split, f"{root}/nmf")
+    # subtrees are grouped by a hash of their root: a group has about max_blocks blocks
+    groups = max(config.file.spark.shuffle_partitions, -(-blocks // max(max_blocks, 1)))
+    log.info(
+        "estimate: subtrees rooted at level %s, in %d groups",
+        config.geography.names[plan.split],
+        groups,
+    )
+    rows = subtree_frame(nmf, invariants, plan, groups)
     ups = bottom_up(rows, plan)
     roots = np.asarray(ups["root"].to_pylist(), dtype=object)
     found = above(nmf, invariants, plan, ups, roots)
     mode = RunMode.of(config.seed)
     schema = arrow_schema(mode)
+    top = spark.createDataFrame(tops(plan, roots, found.estimates[-1]))
     below = (
-        rows.groupBy("root")
-        .cogroup(spark.createDataFrame(tops(plan, roots, found.estimates[-1])).groupBy("root"))
+        rows.groupBy("group")
+        .cogroup(top.withColumn("group", group_of(F.col("root"), groups)).groupBy("group"))
         .applyInArrow(estimate_rows(plan, schema), ESTIMATES_SCHEMA)
     )
     frame = below
@@ -235,7 +253,7 @@ def estimate_output(
         upper = _upper_rows(plan, basis, found, schema)
         frame = spark.createDataFrame(upper, schema=ESTIMATES_SCHEMA).unionByName(below)
     path = f"{root}/estimates"
-    frame.transform(mode.mark).write.mode("overwrite").parquet(path)
+    frame.transform(mode.mark).write.mode("overwrite").option("compression", "zstd").parquet(path)
     log.info("estimates written to %s", path)
     return _summaries(config, found, ups)
 

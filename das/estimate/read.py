@@ -23,22 +23,34 @@ class LevelAnswers:
     answers: dict[str, np.ndarray]
 
 
-def level_answers(nmf: pa.Table, level: str, queries: Sequence[Query], where: str) -> LevelAnswers:
-    """Every geounit's answers to every query of ``level``; refuses a geounit with a query
-    missing or of the wrong size (``where`` names the file in the message).
+def level_answers(
+    nmf: pa.Table,
+    level: str,
+    queries: Sequence[Query],
+    where: str,
+    mask: pa.ChunkedArray | None = None,
+) -> LevelAnswers:
+    """Every geounit's answers to every query of ``level`` (among the rows ``mask``
+    selects); refuses a geounit with a query missing or of the wrong size (``where``
+    names the file in the message).
 
-    One sort of the level's rows by (geocode, query): each geounit then holds its queries
-    in name order, row i * k + j being geounit i's j-th query.
+    The level's keys are sorted by (geocode, query), so that each geounit holds its
+    queries in name order, row i * k + j being geounit i's j-th query; the values are
+    then gathered from the list column's buffers by index, never moving the lists.
     """
     ordered = sorted(queries, key=lambda q: q.name)
     k = len(ordered)
-    rows = nmf.filter(pc.equal(nmf["level"], level)).sort_by(
-        [("geocode", "ascending"), ("query", "ascending")]
-    )
-    if not rows.num_rows:
+    selected = pc.equal(nmf["level"], level)
+    if mask is not None:
+        selected = pc.and_(selected, mask)
+    index = np.flatnonzero(selected.to_numpy(zero_copy_only=False))
+    if not len(index):
         raise UserError(f"{where}: no measurements of level {level}")
-    names = np.asarray(rows["query"].to_pylist(), dtype=object)
-    codes = np.asarray(rows["geocode"].to_pylist(), dtype=object)
+    keys = pa.table({"geocode": nmf["geocode"].take(index), "query": nmf["query"].take(index)})
+    order = pc.sort_indices(keys, [("geocode", "ascending"), ("query", "ascending")])
+    rows = index[order.to_numpy()]
+    names = keys["query"].take(order).to_numpy(zero_copy_only=False)
+    codes = keys["geocode"].take(order).to_numpy(zero_copy_only=False)
     n = len(names) // k
     expected = np.tile(np.asarray([q.name for q in ordered], dtype=object), n)
     same = len(names) == n * k and np.array_equal(names, expected)
@@ -47,17 +59,22 @@ def level_answers(nmf: pa.Table, level: str, queries: Sequence[Query], where: st
             f"{where}: level {level}: not every geounit has exactly the level's queries "
             f"({', '.join(q.name for q in ordered)})"
         )
+    column = nmf["values"]
+    lists = column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
+    offsets = lists.offsets.to_numpy()
     sizes = np.asarray([q.size for q in ordered])
-    lengths = pc.list_value_length(rows["values"]).to_numpy()
+    lengths = offsets[rows + 1] - offsets[rows]
     if not np.array_equal(lengths, np.tile(sizes, n)):
         row = int(np.flatnonzero(lengths != np.tile(sizes, n))[0])
         raise UserError(
             f"{where}: level {level}, query {names[row]}: expected {sizes[row % k]} values per row"
         )
-    values = pc.list_flatten(rows["values"]).to_numpy().astype(np.float64).reshape(n, -1)
-    bounds = np.concatenate([[0], np.cumsum(sizes)])
-    answers = {q.name: values[:, bounds[j] : bounds[j + 1]] for j, q in enumerate(ordered)}
-    return LevelAnswers(geocodes=codes[::k], answers=answers)
+    flat = lists.values.to_numpy()
+    answers = {
+        q.name: flat[offsets[rows[j::k]][:, None] + np.arange(q.size)].astype(np.float64)
+        for j, q in enumerate(ordered)
+    }
+    return LevelAnswers(geocodes=codes[::k].astype(object), answers=answers)
 
 
 def parents(children: np.ndarray, parent_codes: np.ndarray, length: int, level: str) -> np.ndarray:

@@ -1,12 +1,13 @@
-"""One subtree of the estimate, in one Spark task: a geounit of the *split level* and
-everything under it, from its rows of the NMF (and of ``invariants/``).
+"""Subtrees of the estimate, a group of them per Spark task: each rooted at a geounit of
+the *split level*, from their rows of the NMF (and of ``invariants/``).
 
 The bottom-up pass of a subtree needs nothing outside it, and its top-down pass needs
 only its root's full estimate, which the driver computes from every root's subtree
 estimate and the few levels above (``das.estimate.pipeline``). So memory is bounded by
-the largest subtree, not by the tree, and the subtrees run in parallel. Each task reads
-its subtree twice (once per pass) rather than keep every subtree's pass in memory
-between them.
+the group, not by the tree, and the groups run in parallel. A group of subtrees is a
+forest, passed through the same vectorised passes as one tree (several roots), so the
+per-call cost is paid per group, not per subtree. Each task reads its group twice (once
+per pass) rather than keep every group's pass in memory between them.
 """
 
 from __future__ import annotations
@@ -27,15 +28,15 @@ from das.estimate.write import estimate_batches
 from das.spec.config import Config
 from das.spec.geography import Level
 
-#: ``kind`` of a subtree's input row: a noisy measurement, or an exact (invariant) total.
+#: ``kind`` of a group's input row: a noisy measurement, or an exact (invariant) total.
 MEASURED, EXACT = "measured", "exact"
 
-#: The columns of the rows a subtree's task reads.
-ROW_COLUMNS = ["kind", "root", "level", "geocode", "query", "values"]
+#: The columns of the rows a group's task reads.
+ROW_COLUMNS = ["kind", "group", "level", "geocode", "query", "values"]
 
 #: What the bottom-up pass returns per subtree: its root's subtree estimate (u, U
 #: flattened), its exact total where the totals are invariant at or below the split,
-#: its geounits per level, or the user's error that the subtree's rows raise.
+#: its geounits per level; or one row with the user's error that a group's rows raise.
 UP_SCHEMA = pa.schema(
     [
         pa.field("root", pa.string()),
@@ -84,15 +85,21 @@ class Subtree:
 
 
 def measured_levels(
-    table: pa.Table, config: Config, basis: Basis, levels: Sequence[Level], where: str
+    table: pa.Table,
+    config: Config,
+    basis: Basis,
+    levels: Sequence[Level],
+    where: str,
+    mask: pa.ChunkedArray | None = None,
 ) -> tuple[list[LevelAnswers], list[LevelData]]:
-    """Consecutive ``levels``' measurements (rows of the NMF), each geounit's parent
-    found by its geocode's prefix in the level before (none for the first)."""
+    """Consecutive ``levels``' measurements (rows of the NMF, those ``mask`` selects),
+    each geounit's parent found by its geocode's prefix in the level before (none for
+    the first)."""
     found: list[LevelAnswers] = []
     data: list[LevelData] = []
     for index, level in enumerate(levels):
         queries = list(config.queries[level.name])
-        answers = level_answers(table, level.name, queries, where)
+        answers = level_answers(table, level.name, queries, where, mask)
         parent = None
         if index:
             parent = parents(
@@ -109,14 +116,11 @@ def measured_levels(
 
 
 def read_subtree(plan: Plan, table: pa.Table) -> Subtree:
-    """The subtree's measurements per level, checked as the whole NMF is."""
+    """The subtrees' measurements per level, checked as the whole NMF is."""
     levels = plan.config.geography.levels[plan.split :]
-    measured = table.filter(pc.equal(table["kind"], MEASURED))
-    found, data = measured_levels(measured, plan.config, plan.basis, levels, plan.where)
-    if len(found[0].geocodes) != 1:
-        raise InternalError(
-            f"a subtree of level {levels[0].name} has {len(found[0].geocodes)} roots"
-        )
+    table = table.combine_chunks()  # the lists' buffers: gathered from by index
+    measured = pc.equal(table["kind"], MEASURED)
+    found, data = measured_levels(table, plan.config, plan.basis, levels, plan.where, measured)
     geocodes = [a.geocodes for a in found]
     invariant = None
     if plan.invariant >= plan.split:
@@ -127,6 +131,16 @@ def read_subtree(plan: Plan, table: pa.Table) -> Subtree:
         where = f"{plan.where.rsplit('/', 1)[0]}/invariants"
         invariant = exact_totals(exact, names, geocodes[:deepest], parent, where)
     return Subtree(geocodes, data, invariant)
+
+
+def roots_of(subtree: Subtree) -> list[np.ndarray]:
+    """Per level, the index of each geounit's root (its ancestor at the first level)."""
+    found = [np.arange(len(subtree.geocodes[0]))]
+    for level in subtree.data[1:]:
+        if level.parent is None:
+            raise InternalError(f"level {level.name} has no parents")
+        found.append(found[-1][level.parent])
+    return found
 
 
 def flatten(parts: Parts) -> np.ndarray:
@@ -156,38 +170,30 @@ def _lists(rows: np.ndarray) -> pa.Array:
     return pa.ListArray.from_arrays(pa.array(offsets), pa.array(rows.ravel()))
 
 
-def _root(table: pa.Table) -> str:
-    return str(table["root"][0].as_py())
-
-
 def up_rows(plan: Plan) -> Callable[[pa.Table], pa.Table]:
-    """The bottom-up pass of one subtree (a group of rows with one ``root``)."""
+    """The bottom-up pass of a group of subtrees: a row per root."""
 
     def run(table: pa.Table) -> pa.Table:
         try:
             subtree = read_subtree(plan, table)
         except UserError as error:  # the driver raises it: a Spark task cannot exit 2
-            return pa.table(
-                {
-                    "root": [_root(table)],
-                    "total": [None],
-                    "geounits": [None],
-                    "u": [None],
-                    "u_cov": [None],
-                    "error": [str(error)],
-                },
-                schema=UP_SCHEMA,
-            )
+            return pa.Table.from_pylist([{"root": "", "error": str(error)}], schema=UP_SCHEMA)
         up = up_pass(plan.basis, subtree.data, subtree.invariant)[0]
-        total = None if subtree.invariant is None else float(np.sum(subtree.invariant.totals))
+        roots = roots_of(subtree)
+        n = len(subtree.geocodes[0])
+        geounits = np.stack([np.bincount(r, minlength=n) for r in roots], axis=1)
+        total = pa.nulls(n, pa.float64())
+        if subtree.invariant is not None:
+            inv = subtree.invariant
+            total = pa.array(np.bincount(roots[inv.level], weights=inv.totals, minlength=n))
         return pa.table(
             {
-                "root": [str(subtree.geocodes[0][0])],
-                "total": [total],
-                "geounits": [[len(g) for g in subtree.geocodes]],
+                "root": pa.array([str(g) for g in subtree.geocodes[0]], pa.string()),
+                "total": total,
+                "geounits": _lists(geounits.astype(np.int64)),
                 "u": _lists(flatten(up.u)),
                 "u_cov": _lists(flatten(up.U)),
-                "error": [None],
+                "error": pa.nulls(n, pa.string()),
             },
             schema=UP_SCHEMA,
         )
@@ -196,13 +202,16 @@ def up_rows(plan: Plan) -> Callable[[pa.Table], pa.Table]:
 
 
 def estimate_rows(plan: Plan, schema: pa.Schema) -> Callable[[pa.Table, pa.Table], pa.Table]:
-    """Both passes of one subtree from its root's full estimate (``top``, one row): the
-    subtree's rows of ``estimates/``."""
+    """Both passes of a group of subtrees from their roots' full estimates (``top``, a
+    row per root): the subtrees' rows of ``estimates/``."""
 
     def run(table: pa.Table, top: pa.Table) -> pa.Table:
         basis, config = plan.basis, plan.config
         subtree = read_subtree(plan, table)  # read without error by the bottom-up pass
         ups = up_pass(basis, subtree.data, subtree.invariant)
+        top = top.sort_by("root")  # the order of the roots' geocodes
+        if top["root"].to_pylist() != [str(g) for g in subtree.geocodes[0]]:
+            raise InternalError("the roots' full estimates do not match their subtrees")
         start = Estimate(
             f=unflatten(_matrix(top, "f"), vector_shapes(basis)),
             F=unflatten(_matrix(top, "f_cov"), matrix_shapes(basis)),
@@ -220,7 +229,7 @@ def estimate_rows(plan: Plan, schema: pa.Schema) -> Callable[[pa.Table, pa.Table
 
 
 def _matrix(table: pa.Table, column: str) -> np.ndarray:
-    """A one-row list column as a (1, length) array."""
+    """A list column of equal lengths as a (rows, length) array."""
     return pc.list_flatten(table[column]).to_numpy().reshape(table.num_rows, -1)
 
 
