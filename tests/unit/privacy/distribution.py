@@ -99,7 +99,30 @@ def max_cell_z(summary: Summary, pmf: np.ndarray, min_mass: float = 1e-3) -> tup
     observed = summary.counts[1:-1][cells]
     p = pmf[cells]
     z = np.abs(observed - summary.n * p) / np.sqrt(summary.n * p * (1 - p))
-    return float(z.max()), float(stats.norm.isf(ALPHA / (2 * cells.size)))
+    return float(z.max()), cell_threshold(cells.size)
+
+
+def cell_threshold(cells: int) -> float:
+    """The per-cell z threshold: two-sided ALPHA, Bonferroni over ``cells`` cells."""
+    return float(stats.norm.isf(ALPHA / (2 * cells)))
+
+
+def required_draws(
+    sigma2: Fraction, error: float = 0.01, min_mass: float = 1e-3, power: float = 0.9
+) -> int:
+    """Draws for ``max_cell_z`` to see a relative ``error`` in any cell it tests, at ``power``.
+
+    A cell of mass p off by p * error moves its z by error * sqrt(N p / (1 - p)); the test
+    rejects with probability ``power`` once that is the cell's threshold (two-sided ALPHA,
+    Bonferroni over the cells of mass above ``min_mass``) plus the normal quantile of
+    ``power``. The hardest cell is the lightest one tested, so
+    N = (z_alpha + z_power)^2 (1 - p) / (p error^2) with p that cell's mass.
+    """
+    tested = exact(sigma2).pmf[exact(sigma2).pmf > min_mass]
+    p = float(tested.min())
+    z_alpha = cell_threshold(tested.size)
+    z_power = float(stats.norm.ppf(power))
+    return math.ceil((z_alpha + z_power) ** 2 * (1 - p) / (p * error**2))
 
 
 def pooled_chi_square_p(observed: np.ndarray, expected: np.ndarray) -> float:

@@ -1,14 +1,18 @@
 """The exact discrete Gaussian sampler: its distribution, its rows, its arguments.
 
-The distribution checks are those of ``distribution.py``. How many draws. Distinguishing a
-cell of mass p from one of mass p (1 + e) takes about N = (z + 1.28)^2 / (p e^2) draws,
-z about 4.5 after Bonferroni, power 0.9, whatever the test. For e = 1% and p = 1e-3 that
-is N = 3.3e8 per variance, and that is the default: a few minutes for the seven variances,
-the price of the requirement, paid in CI. DAS_NOISE_TEST_DRAWS overrides it for a quick
-local loop (3e7 still catches a 1% error in any cell of mass above 0.011). An error spread
-over the distribution, such as a 1% error in the variance, is caught with a wide margin
-(the sanity tests below show the checks reject a 2%-wrong variance and a 1% error in the
-modal cell).
+The distribution checks are those of ``distribution.py``: a chi-square over all cells and a
+per-cell z-test, each at ALPHA = 1e-4 (the z-test Bonferroni-corrected over the cells of mass
+above 1e-3). How many draws: the requirement is that the per-cell test catches a 1% error in
+any cell of mass above 1e-3 with power 0.9. A cell of mass p off by 1% needs
+N = (z + 1.28)^2 (1 - p) / (p 1e-4) draws, z the Bonferroni threshold (4.1 to 5.1 here), so
+each variance gets the N of its lightest tested cell (``required_draws``): 4.4e7 for
+sigma^2 = 1/10 (lightest cell p(+-1) = 6.7e-3) up to 4.1e8 for sigma^2 = 10^4 (p ~ 1.0e-3),
+1.1e9 draws for the seven variances. DAS_NOISE_TEST_DRAWS overrides N for a quick local
+loop (3e7 still catches a 1% error in any cell of mass above 0.011). An error spread over the
+distribution is caught with a wide margin: the mean and variance tests allow 5 sd, which at
+these N is at most 0.65% of the variance (sigma^2 = 1/10; 0.04% to 0.08% for the others) and
+under 1e-3 sd of mean shift; the sanity tests below show the checks reject a 2%-wrong
+variance and a 1% error in the modal cell.
 """
 
 from __future__ import annotations
@@ -33,10 +37,9 @@ from tests.unit.privacy.distribution import (
     draw_summary,
     exact,
     max_cell_z,
+    required_draws,
     summarise,
 )
-
-N_DRAWS = int(os.environ.get("DAS_NOISE_TEST_DRAWS", "330000000"))
 
 SIGMA2S = [
     Fraction(1, 10),
@@ -49,10 +52,16 @@ SIGMA2S = [
 ]
 
 
+def n_draws(sigma2: Fraction) -> int:
+    """The draws that give the per-cell test its power at ``sigma2`` (or the override)."""
+    override = os.environ.get("DAS_NOISE_TEST_DRAWS")
+    return int(override) if override else required_draws(sigma2)
+
+
 @cache
 def main_summary(sigma2: Fraction) -> Summary:
-    """The N_DRAWS production-path draws per variance, shared by several tests."""
-    return draw_summary(sigma2, N_DRAWS, seed=2020)
+    """The ``n_draws`` production-path draws per variance, shared by several tests."""
+    return draw_summary(sigma2, n_draws(sigma2), seed=2020)
 
 
 # -- distribution -----------------------------------------------------------------------
@@ -62,7 +71,7 @@ def main_summary(sigma2: Fraction) -> Summary:
 @pytest.mark.parametrize("sigma2", SIGMA2S, ids=str)
 def test_pmf_matches_exact_discrete_gaussian(sigma2: Fraction) -> None:
     summary = main_summary(sigma2)
-    assert summary.n == N_DRAWS
+    assert summary.n == n_draws(sigma2)
     assert chi_square_p(summary, exact(sigma2).pmf) > ALPHA
     z, threshold = max_cell_z(summary, exact(sigma2).pmf)
     assert z < threshold
