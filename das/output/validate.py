@@ -69,6 +69,24 @@ def validate_run(
     names = check_column_names(mdf, config.schema)
     if names:
         return names
+    # Every check below reads the MDF again (seven passes): from Parquet each opens every
+    # file (one per county and partition: 3,000 for the nation); cached, it is read once.
+    mdf = mdf.persist()
+    try:
+        return _check_records(spark, config, input_dir, output, mdf, certificate)
+    finally:
+        mdf.unpersist()
+
+
+def _check_records(
+    spark: SparkSession,
+    config: Config,
+    input_dir: str,
+    output: str,
+    mdf: DataFrame,
+    certificate: Mapping[str, Any],
+) -> list[str]:
+    """Every check of ``validate_run`` after the MDF's columns are known to be right."""
     codes, numbering = check_blocks(mdf)
     problems = check_values(mdf, config.schema) + codes
     if problems:  # broken values: the checks below would decode them into false reports

@@ -108,3 +108,27 @@ def test_a_seeded_run_marks_every_public_file_and_is_certified_only_once_valid(
     (problem,) = check_marks(spark, str(output), RunMode(test=True))
     assert problem.startswith(f"{output}/nmf: 1 of ")
     assert problem.endswith("part-extra.parquet (das.mode: no Spark schema)")
+
+
+def test_a_wrong_mark_in_one_file_among_many_is_found(spark, tmp_path):
+    """One file of 40 county directories rewritten by a production run, and one added
+    unmarked, are each found and counted; hidden files are not read (as by Spark)."""
+    frame = spark.range(400).select(
+        F.format_string("%03d", F.col("id") % 40).alias("county"), F.col("id").alias("value")
+    )
+    mdf = tmp_path / "run" / "mdf"
+    marked = RunMode(test=True).mark(frame).repartition(40, "county")
+    marked.write.partitionBy("county").parquet(str(mdf))
+    assert len(parquet_files(spark, str(mdf))) == 40
+    assert check_marks(spark, str(tmp_path / "run"), RunMode(test=True)) == []
+
+    county = frame.filter(F.col("county") == "017").drop("county")
+    production = RunMode(test=False).mark(county).coalesce(1)
+    production.write.mode("overwrite").parquet(str(mdf / "county=017"))
+    pd.DataFrame({"value": [1]}).to_parquet(mdf / "county=033" / "part-extra.parquet")
+    pd.DataFrame({"value": [1]}).to_parquet(mdf / "county=005" / "_hidden.parquet")
+    (wrong,) = sorted((mdf / "county=017").glob("part-*.parquet"))
+    assert check_marks(spark, str(tmp_path / "run"), RunMode(test=True)) == [
+        f"{tmp_path}/run/mdf: 2 of 41 Parquet file(s) not marked das.mode = test, "
+        f"e.g. file:{wrong} (das.mode: production)"
+    ]
