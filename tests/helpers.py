@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -71,3 +73,38 @@ def exit_code(call: Callable[[], int]) -> int:
         return call()
     except SystemExit as exc:  # argparse
         return int(exc.code or 0)
+
+
+#: The demo job several test files share (tests/conftest.py's demo_input and demo_run): one
+#: shuffle partition per core of local[2] and of the 2-core test cluster; WARN shows Spark's
+#: lost-task and lost-executor lines, which the cluster's fault tests check.
+DEMO_SEED = 21
+ROOT = Path(__file__).resolve().parents[1]  # as tests/conftest.py's, which imports this module
+DEMO_SETTINGS = ("--set", "spark.shuffle_partitions=2", "--set", "spark.log_level=WARN")
+
+
+def job_env() -> dict[str, str]:
+    """The environment of a job launched as a process: this interpreter on both sides."""
+    env = dict(os.environ)
+    env.update(
+        SPARK_LOCAL_IP="127.0.0.1",  # the driver's ports and UI on loopback only
+        PYSPARK_PYTHON=sys.executable,
+        PYSPARK_DRIVER_PYTHON=sys.executable,
+        PYTHONPATH=str(ROOT),
+    )
+    return env
+
+
+def demo_job_args(input_dir: Path, output: Path, seed: int | None = DEMO_SEED) -> list[str]:
+    """The arguments `das run` and jobs/topdown.py share for the shared demo job (no --seed
+    when ``seed`` is None: production mode refuses one)."""
+    demo = ROOT / "configs" / "demo.toml"
+    seeded = [] if seed is None else ["--seed", str(seed)]
+    return [str(demo), "--input", str(input_dir), "--output", str(output), *seeded, *DEMO_SETTINGS]
+
+
+def topdown_command(master: str, *spark_conf: str) -> list[str]:
+    """``spark-submit [--conf ...] jobs/topdown.py`` on ``master``; the job's arguments follow."""
+    confs = [part for conf in spark_conf for part in ("--conf", conf)]
+    return [str(Path(sys.executable).parent / "spark-submit"), "--master", master, *confs,
+            str(ROOT / "jobs" / "topdown.py")]  # fmt: skip

@@ -16,11 +16,10 @@ import re
 import signal
 import socket
 import subprocess
-import sys
 import threading
 import time
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -28,14 +27,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from das.cluster import standalone
-from das.fixtures.synthetic import write_synthetic_fixture
 from tests.conftest import ROOT
+from tests.helpers import DEMO_SEED, demo_job_args, job_env, topdown_command
 
 pytestmark = [pytest.mark.cluster, pytest.mark.spark, pytest.mark.slow]
-DEMO = ROOT / "configs" / "demo.toml"
-BIN = Path(sys.executable).parent
-PARTITIONS = "2"  # one task per executor core; the same on the cluster and on local[2]
-SEED = 21
 #: Spark names part files part-NNNNN-<job UUID>-c000...; the UUID is random per write job.
 JOB_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 
@@ -81,13 +76,6 @@ def cluster(cluster_state) -> standalone.Cluster:
         if worker.port not in alive:
             current = standalone.restart_worker(current, index)
     return current
-
-
-@pytest.fixture(scope="module")
-def fixture_input(tmp_path_factory):
-    directory = tmp_path_factory.mktemp("cluster-job") / "input"
-    write_synthetic_fixture(3000, directory, seed=4, counties=2)
-    return directory
 
 
 @dataclass
@@ -137,33 +125,21 @@ class Job:
         self.finish()
 
 
-def submit(master: str, input_dir: Path, output: Path, *args: str) -> Job:
-    """``spark-submit jobs/topdown.py`` as a user runs it, on ``master``."""
+def _submit(
+    master: str, input_dir: Path, output: Path, *args: str, seed: int | None = DEMO_SEED
+) -> Job:
+    """``spark-submit jobs/topdown.py`` as a user runs it, on ``master``: the shared demo job
+    (tests/helpers.py: 2 shuffle partitions, one task per executor core), ``args`` appended;
+    ``seed`` None for production mode, which refuses one."""
     ui_port = free_ports(1)[0]
-    env = dict(os.environ)
-    env.update(
-        SPARK_LOCAL_IP="127.0.0.1",  # the driver's ports and UI on loopback only
-        PYSPARK_PYTHON=sys.executable,
-        PYSPARK_DRIVER_PYTHON=sys.executable,
-        PYTHONPATH=str(ROOT),
-    )
     command = [
-        str(BIN / "spark-submit"),
-        "--master", master,
-        "--conf", "spark.executor.memory=1g",
-        "--conf", f"spark.ui.port={ui_port}",
-        str(ROOT / "jobs" / "topdown.py"),
-        str(DEMO),
-        "--input", str(input_dir),
-        "--output", str(output),
-        "--set", f"spark.shuffle_partitions={PARTITIONS}",
-        # WARN shows Spark's lost-task and lost-executor lines, which the fault tests check
-        "--set", "spark.log_level=WARN",
+        *topdown_command(master, "spark.executor.memory=1g", f"spark.ui.port={ui_port}"),
+        *demo_job_args(input_dir, output, seed),
         *args,
-    ]  # fmt: skip
+    ]
     process = subprocess.Popen(
         command,
-        env=env,
+        env=job_env(),
         cwd=ROOT,
         start_new_session=True,
         stdout=subprocess.PIPE,
@@ -215,6 +191,25 @@ def data_files(directory: Path) -> list[tuple[str, str]]:
     )
 
 
+@pytest.fixture
+def submit() -> Iterator[Callable[..., Job]]:
+    """``_submit``, and at the end of the test a SIGKILL to every job it started that still
+    runs: a test that fails mid-job would otherwise leave a driver waiting for executors of
+    a cluster that is gone."""
+    jobs: list[Job] = []
+
+    def start(
+        master: str, input_dir: Path, output: Path, *args: str, seed: int | None = DEMO_SEED
+    ) -> Job:
+        jobs.append(_submit(master, input_dir, output, *args, seed=seed))
+        return jobs[-1]
+
+    yield start
+    for job in jobs:
+        if job.process.poll() is None:
+            job.kill()
+
+
 def _json(url: str) -> object:
     with urllib.request.urlopen(url, timeout=5) as response:
         return json.load(response)
@@ -244,30 +239,24 @@ def busy_workers(cluster: standalone.Cluster, job: Job, phase: str) -> list[int]
         return []
 
 
-@pytest.fixture(scope="module")
-def local_run(fixture_input, tmp_path_factory) -> Path:
-    """The undisturbed reference: the same job on local[2]."""
-    output = tmp_path_factory.mktemp("local") / "run"
-    job = submit("local[2]", fixture_input, output, "--seed", str(SEED))
-    assert job.finish() == 0, job.log
-    return output
-
-
-def test_the_cluster_writes_the_same_bytes_as_local(cluster, fixture_input, local_run, tmp_path):
+def test_the_cluster_writes_the_same_bytes_as_local(
+    cluster, submit, demo_input, demo_run, tmp_path
+):
+    """demo_run (tests/conftest.py) is the undisturbed reference: the same job on local[2]."""
     output = tmp_path / "run"
-    job = submit(cluster.url, fixture_input, output, "--seed", str(SEED))
+    job = submit(cluster.url, demo_input, output)
     assert job.finish() == 0, job.log
     for part in ("mdf", "nmf"):
         files = data_files(output / part)
         assert any(name.endswith(".parquet") for name, _ in files)
-        assert files == data_files(local_run / part), part
+        assert files == data_files(demo_run / part), part
 
 
 def test_lost_workers_during_measure_and_solve_do_not_change_the_output(
-    cluster, fixture_input, local_run, tmp_path
+    cluster, submit, demo_input, demo_run, tmp_path
 ):
     output = tmp_path / "run"
-    job = submit(cluster.url, fixture_input, output, "--seed", str(SEED))
+    job = submit(cluster.url, demo_input, output)
     killed = []
     for phase, done_marker in (
         ("measure", output / "nmf" / "_SUCCESS"),
@@ -286,11 +275,13 @@ def test_lost_workers_during_measure_and_solve_do_not_change_the_output(
     # the driver saw both executors go (Spark logs "Lost executor N on HOST: worker lost")
     assert len(set(re.findall(r"Lost executor (\d+) on", job.log))) == 2, job.log
     for part in ("mdf", "nmf"):
-        assert data_files(output / part) == data_files(local_run / part), part
+        assert data_files(output / part) == data_files(demo_run / part), part
 
 
-def _kill_mid_level_and_resume(cluster, input_dir: Path, output: Path, *args: str) -> None:
-    job = submit(cluster.url, input_dir, output, *args)
+def _kill_mid_level_and_resume(
+    cluster, submit, input_dir: Path, output: Path, *args: str, seed: int | None = DEMO_SEED
+) -> None:
+    job = submit(cluster.url, input_dir, output, *args, seed=seed)
     job.wait_for(lambda: job.seen("solve tract: started"), "the tract level")
     time.sleep(1)
     job.kill()
@@ -298,7 +289,7 @@ def _kill_mid_level_and_resume(cluster, input_dir: Path, output: Path, *args: st
     assert not (output / "levels" / "tract" / "_SUCCESS").exists(), "tract finished first"
     assert not (output / "certificate.json").exists()
     nmf_before = data_files(output / "nmf")
-    resumed = submit(cluster.url, input_dir, output, *args, "--resume")
+    resumed = submit(cluster.url, input_dir, output, *args, "--resume", seed=seed)
     assert resumed.finish() == 0, resumed.log  # finished and validated
     assert resumed.seen("reusing the noisy measurements"), resumed.log
     assert data_files(output / "nmf") == nmf_before  # noise never redrawn
@@ -310,7 +301,7 @@ def _kill_mid_level_and_resume(cluster, input_dir: Path, output: Path, *args: st
     }  # fmt: skip
 
 
-def test_killed_driver_resumes_in_production_mode(cluster, fixture_input, tmp_path):
+def test_killed_driver_resumes_in_production_mode(cluster, submit, demo_input, tmp_path):
     """No seed exists in production: only the NMF on disk can keep the noise from changing.
 
     The same kill and resume in test mode (where the resumed output must also equal the
@@ -318,5 +309,7 @@ def test_killed_driver_resumes_in_production_mode(cluster, fixture_input, tmp_pa
     ~2.5 minutes to CI and test nothing the two cluster tests here do not.
     """
     output = tmp_path / "run"
-    _kill_mid_level_and_resume(cluster, fixture_input, output, "--set", "run.production=true")
+    _kill_mid_level_and_resume(
+        cluster, submit, demo_input, output, "--set", "run.production=true", seed=None
+    )
     assert json.loads((output / "run.json").read_text())["run"]["production"] is True

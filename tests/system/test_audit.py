@@ -4,31 +4,29 @@ with pandas from the input and the protected block histograms, and the report's 
 from __future__ import annotations
 
 import json
+import shutil
 
 import numpy as np
 import pandas as pd
 import pytest
 
 from das.confidential.audit.summary import AUDIT_JSON
-from das.fixtures.synthetic import write_synthetic_fixture
 from das.job.audit import run_audit
 from das.job.cli import main
-from das.job.run import run_job
-from das.spec.config import load_config
 from das.spec.schema import load_schema
-from tests.conftest import ROOT
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
-DEMO = ROOT / "configs" / "demo.toml"
 RECORD = ["hhgq", "votingage", "hispanic", "cenrace"]
 
 
 @pytest.fixture(scope="module")
-def audited(spark, tmp_path_factory):
+def audited(spark, demo_input, demo_run, tmp_path_factory):
+    """The audit of the session's demo run (tests/conftest.py), on a copy: the audit writes
+    into the run's confidential directory and report, and the demo run is shared."""
     root = tmp_path_factory.mktemp("audit")
-    write_synthetic_fixture(3000, root / "input", seed=5, counties=2)
-    config = load_config(DEMO, seed=11)
-    run_job(config, str(root / "input"), str(root / "out"), spark=spark)
+    (root / "input").symlink_to(demo_input)
+    shutil.copytree(demo_run, root / "out")
+    shutil.copytree(f"{demo_run}-confidential", root / "out-confidential")
     summary = run_audit(str(root / "input"), str(root / "out"), spark=spark)
     return root, summary
 

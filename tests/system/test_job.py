@@ -9,41 +9,27 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
-from das.fixtures.synthetic import write_synthetic_fixture
 from das.job.run import run_job
 from das.output.validate import validate_run
 from das.spec.config import load_config
 from tests.conftest import ROOT
+from tests.helpers import DEMO_SEED, DEMO_SETTINGS, demo_job_args, job_env
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 DEMO = ROOT / "configs" / "demo.toml"
 BIN = Path(sys.executable).parent
 
 
-@pytest.fixture(scope="module")
-def fixture_input(tmp_path_factory):
-    directory = tmp_path_factory.mktemp("job") / "input"
-    write_synthetic_fixture(3000, directory, seed=3, counties=2)
-    return directory
-
-
-def _env() -> dict[str, str]:
-    env = dict(os.environ)
-    env["PYSPARK_PYTHON"] = sys.executable
-    env["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    env["PYTHONPATH"] = str(ROOT)
-    return env
-
-
 def _das(*args: str, **kwargs) -> subprocess.Popen:
     return subprocess.Popen(
         [str(BIN / "das"), *args],
-        env=_env(),
+        env=job_env(),
         cwd=ROOT,
         start_new_session=True,
         stdout=subprocess.PIPE,
@@ -51,11 +37,6 @@ def _das(*args: str, **kwargs) -> subprocess.Popen:
         text=True,
         **kwargs,
     )
-
-
-def _job_args(input_dir: Path, output: Path, seed: int) -> list[str]:
-    """The arguments that `das run` and `jobs/topdown.py` share, for the demo config."""
-    return [str(DEMO), "--input", str(input_dir), "--output", str(output), "--seed", str(seed)]
 
 
 def _tree_digest(directory: Path) -> dict[str, str]:
@@ -78,66 +59,87 @@ def _file_bytes(directory: Path) -> dict[str, bytes]:
     }
 
 
-def test_killed_mid_level_then_resumed_gives_a_valid_run(spark, fixture_input, tmp_path, caplog):
-    output, secret = tmp_path / "run", tmp_path / "run-confidential"  # the default sibling
-    process = _das("run", *_job_args(fixture_input, output, seed=5))
+@dataclass(frozen=True)
+class Resumed:
+    """`das run` killed mid-run (its driver and JVM, once county is checkpointed), then
+    resumed: what the kill left and what the resumed run wrote, for the tests to assert."""
+
+    output: Path
+    secret: Path  # the default confidential sibling, <output>-confidential
+    killed_log: str
+    county_done: bool
+    certified_after_kill: bool
+    confidential_inside_after_kill: bool
+    nmf_before: dict[str, bytes]
+    returncode: int
+    log: str
+    mdf: dict[str, str]  # _tree_digest of the resumed run's MDF, before any test touches it
+
+
+@pytest.fixture(scope="module")
+def resumed_run(demo_input, tmp_path_factory) -> Resumed:
+    """`das run` of the shared demo job (tests/conftest.py), killed and resumed, once for the
+    module: the kill test checks it, and it is the `das run` whose output spark-submit's must
+    equal (in test mode a resumed run writes what an undisturbed one does)."""
+    root = tmp_path_factory.mktemp("resumed")
+    output, secret = root / "run", root / "run-confidential"
+    process = _das("run", *demo_job_args(demo_input, output))
     deadline = time.monotonic() + 300
     marker = output / "levels" / "county" / "_SUCCESS"
-    while not marker.exists() and process.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.2)
-    os.killpg(process.pid, signal.SIGKILL)  # the driver and its JVM, mid-run
-    log, _ = process.communicate()
-    assert marker.exists(), f"the run never reached the county level:\n{log}"
-    assert not (output / "certificate.json").exists()
-    assert not (output / "confidential").exists()  # never inside the public output
+    try:
+        while not marker.exists() and process.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+    finally:
+        os.killpg(process.pid, signal.SIGKILL)  # the driver and its JVM, mid-run
+    killed_log, _ = process.communicate()
+    county_done = marker.exists()
+    certified = (output / "certificate.json").exists()
+    inside = (output / "confidential").exists()
     nmf_before = _file_bytes(output / "nmf")
-    resumed = _das(
-        "run",
-        *_job_args(fixture_input, output, seed=5),
-        "--resume",
-    )
-    log, _ = resumed.communicate(timeout=600)
-    assert resumed.returncode == 0, log
-    assert "reusing the noisy measurements" in log
-    assert _file_bytes(output / "nmf") == nmf_before  # noise never redrawn
-    assert validate_run(spark, str(fixture_input), str(output)) == []
+    resumed = _das("run", *demo_job_args(demo_input, output), "--resume")
+    try:
+        log, _ = resumed.communicate(timeout=600)
+    finally:  # interrupted or timed out: no das run (and its JVM) left behind
+        if resumed.poll() is None:
+            os.killpg(resumed.pid, signal.SIGKILL)
+    mdf = _tree_digest(output / "mdf") if resumed.returncode == 0 else {}
+    return Resumed(
+        output, secret, killed_log, county_done, certified, inside, nmf_before,
+        resumed.returncode, log, mdf,
+    )  # fmt: skip
+
+
+def test_killed_mid_level_then_resumed_gives_a_valid_run(spark, demo_input, resumed_run, caplog):
+    run = resumed_run
+    output, secret = run.output, run.secret
+    assert run.county_done, f"the run never reached the county level:\n{run.killed_log}"
+    assert not run.certified_after_kill
+    assert not run.confidential_inside_after_kill  # never inside the public output
+    assert run.returncode == 0, run.log
+    assert "reusing the noisy measurements" in run.log
+    assert _file_bytes(output / "nmf") == run.nmf_before  # noise never redrawn
+    assert validate_run(spark, str(demo_input), str(output)) == []
     # the noisy measurements' errors, summed when they were drawn, survive the kill
     metrics = pd.read_csv(secret / "metrics.csv")
     assert {"protected", "noisy"} == set(metrics["source"])
-    assert "no error sums" not in log
+    assert "no error sums" not in run.log
 
     # A kill between the NMF's _SUCCESS and the saving of its error sums leaves no sums: a
     # run resumed then reports the protected output alone, and says so.
     (secret / "measurement_errors.csv").unlink()
     with caplog.at_level(logging.WARNING, logger="das.run"):
-        run_job(load_config(DEMO, seed=5), str(fixture_input), str(output), True, spark)
+        config = load_config(DEMO, DEMO_SETTINGS[1::2], seed=DEMO_SEED)  # the run's --set
+        run_job(config, str(demo_input), str(output), True, spark)
     assert "saved no error sums of its noisy measurements" in caplog.text
     metrics = pd.read_csv(secret / "metrics.csv")
     assert set(metrics["source"]) == {"protected"}
-    assert _file_bytes(output / "nmf") == nmf_before
+    assert _file_bytes(output / "nmf") == run.nmf_before
 
 
-def test_spark_submit_gives_the_same_output_as_das_run(fixture_input, tmp_path):
-    runs = {}
-    for name, command in {
-        "das": [str(BIN / "das"), "run"],
-        "spark-submit": [
-            str(BIN / "spark-submit"),
-            "--master",
-            "local[2]",
-            str(ROOT / "jobs" / "topdown.py"),
-        ],
-    }.items():
-        output = tmp_path / name
-        done = subprocess.run(
-            [*command, *_job_args(fixture_input, output, seed=9)],
-            env=_env(),
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            timeout=600,
-        )
-        assert done.returncode == 0, done.stdout + done.stderr
-        runs[name] = _tree_digest(output / "mdf")
-    assert runs["das"] == runs["spark-submit"]
-    assert runs["das"]
+def test_spark_submit_gives_the_same_output_as_das_run(resumed_run, demo_run):
+    """demo_run is spark-submit's on local[2] (tests/conftest.py); `das run`'s is the one
+    killed and resumed above, which in test mode must equal an undisturbed run's: a resume
+    that changed the output fails here too."""
+    assert resumed_run.returncode == 0, resumed_run.log
+    assert _tree_digest(demo_run / "mdf") == resumed_run.mdf
+    assert resumed_run.mdf
