@@ -42,6 +42,7 @@ from das.estimate.subtree import (
     Plan,
     estimate_rows,
     flatten,
+    list_column,
     measured_levels,
     up_estimate,
     up_rows,
@@ -203,16 +204,11 @@ def upper_invariant(
     return None
 
 
-def tops(plan: Plan, roots: np.ndarray, est: Estimate) -> pa.Table:
+def tops(roots: np.ndarray, est: Estimate) -> pa.Table:
     """The roots' full estimates, flattened, as the top-down passes read them."""
-    f, cov = flatten(est.f), flatten(est.F)
-
-    def lists(rows: np.ndarray) -> pa.Array:
-        offsets = np.arange(rows.shape[0] + 1, dtype=np.int32) * rows.shape[1]
-        return pa.ListArray.from_arrays(pa.array(offsets), pa.array(rows.ravel()))
-
+    f, cov = list_column(flatten(est.f)), list_column(flatten(est.F))
     return pa.table(
-        {"root": pa.array([str(r) for r in roots]), "f": lists(f), "f_cov": lists(cov)},
+        {"root": pa.array([str(r) for r in roots]), "f": f, "f_cov": cov},
         schema=TOP_SCHEMA,
     )
 
@@ -242,7 +238,7 @@ def estimate_output(
     found = above(nmf, invariants, plan, ups, roots)
     mode = RunMode.of(config.seed)
     schema = arrow_schema(mode)
-    top = spark.createDataFrame(tops(plan, roots, found.estimates[-1]))
+    top = spark.createDataFrame(tops(roots, found.estimates[-1]))
     below = (
         rows.groupBy("group")
         .cogroup(top.withColumn("group", group_of(F.col("root"), groups)).groupBy("group"))

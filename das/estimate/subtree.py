@@ -165,7 +165,8 @@ def matrix_shapes(basis: Basis) -> list[tuple[int, ...]]:
     return [(c.d, c.d) for c in basis.components]
 
 
-def _lists(rows: np.ndarray) -> pa.Array:
+def list_column(rows: np.ndarray) -> pa.Array:
+    """The rows of a 2-d array as an Arrow list column, without a copy per row."""
     offsets = np.arange(rows.shape[0] + 1, dtype=np.int32) * rows.shape[1]
     return pa.ListArray.from_arrays(pa.array(offsets), pa.array(rows.ravel()))
 
@@ -190,9 +191,9 @@ def up_rows(plan: Plan) -> Callable[[pa.Table], pa.Table]:
             {
                 "root": pa.array([str(g) for g in subtree.geocodes[0]], pa.string()),
                 "total": total,
-                "geounits": _lists(geounits.astype(np.int64)),
-                "u": _lists(flatten(up.u)),
-                "u_cov": _lists(flatten(up.U)),
+                "geounits": list_column(geounits.astype(np.int64)),
+                "u": list_column(flatten(up.u)),
+                "u_cov": list_column(flatten(up.U)),
                 "error": pa.nulls(n, pa.string()),
             },
             schema=UP_SCHEMA,
