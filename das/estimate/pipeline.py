@@ -30,9 +30,9 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 
-from das.errors import InternalError, UserError
+from das.errors import UserError
 from das.estimate.basis import Basis, schema_basis
-from das.estimate.read import exact_totals, invariant_totals, parents
+from das.estimate.read import check_sums, exact_totals, parents
 from das.estimate.subtree import (
     EXACT,
     MEASURED,
@@ -184,23 +184,19 @@ def upper_invariant(
     upper = names[: min(plan.invariant + 1, plan.split)]
     table = invariants.where(F.col("level").isin(upper)).select("level", "geocode", "values")
     given = table.toArrow()
-    where = f"{plan.where.rsplit('/', 1)[0]}/invariants"
     if plan.invariant < plan.split:
         deepest = plan.invariant + 1
         up = [d.parent for d in data[:deepest]]
-        return exact_totals(given, names[:deepest], geocodes[:deepest], up, where)
-    below = ups["total"].to_numpy(zero_copy_only=False)
-    child_parent: np.ndarray | None = parent
-    for index in range(plan.split - 1, -1, -1):
-        if child_parent is None:
-            raise InternalError(f"level {names[index + 1]} has no parents")
-        below = np.bincount(child_parent, weights=below, minlength=len(geocodes[index]))
-        if not np.array_equal(invariant_totals(given, names[index], geocodes[index], where), below):
-            raise UserError(
-                f"{where}: the totals of level {names[index]} are not the sums of "
-                f"level {names[plan.invariant]}'s"
-            )
-        child_parent = data[index].parent
+        return exact_totals(given, names[:deepest], geocodes[:deepest], up, plan.invariants_where)
+    check_sums(
+        given,
+        names[: plan.split],
+        geocodes,
+        [d.parent for d in data[1:]] + [parent],
+        ups["total"].to_numpy(zero_copy_only=False),  # the roots' totals
+        names[plan.invariant],
+        plan.invariants_where,
+    )
     return None
 
 

@@ -109,16 +109,31 @@ def exact_totals(
     index of each geounit's parent); those of the levels above must be their sums."""
     deepest = len(names) - 1
     totals = invariant_totals(table, names[deepest], geocodes[deepest], where)
-    below = totals
-    for index in range(deepest - 1, -1, -1):
-        up = parent[index + 1]
+    above = slice(0, deepest)
+    check_sums(table, names[above], geocodes[above], parent[1:], totals, names[deepest], where)
+    return Invariant(level=deepest, totals=totals)
+
+
+def check_sums(
+    table: pa.Table,
+    names: list[str],
+    geocodes: list[np.ndarray],
+    parent: list[np.ndarray | None],
+    below: np.ndarray,
+    source: str,
+    where: str,
+) -> None:
+    """Refuses given totals (``table``) of the levels ``names`` (with ``geocodes``) that
+    are not the sums of ``below``, the exact totals of the level under the last (level
+    ``source``'s, or their sums); ``parent[i]`` indexes the parents in level i of the
+    level under it."""
+    for index in range(len(names) - 1, -1, -1):
+        up = parent[index]
         if up is None:
-            raise InternalError(f"level {names[index + 1]} has no parents")
+            raise InternalError(f"the level under {names[index]} has no parents")
         below = np.bincount(up, weights=below, minlength=len(geocodes[index]))
         given = invariant_totals(table, names[index], geocodes[index], where)
         if not np.array_equal(given, below):
             raise UserError(
-                f"{where}: the totals of level {names[index]} are not the sums of "
-                f"level {names[deepest]}'s"
+                f"{where}: the totals of level {names[index]} are not the sums of level {source}'s"
             )
-    return Invariant(level=deepest, totals=totals)

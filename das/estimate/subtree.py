@@ -69,6 +69,11 @@ class Plan:
     where: str  # the NMF's path, for messages
 
     @property
+    def invariants_where(self) -> str:
+        """The invariants' path beside the NMF's, for messages."""
+        return f"{self.where.rsplit('/', 1)[0]}/invariants"
+
+    @property
     def invariant(self) -> int:
         """The index of the deepest level with exact totals (-1: none)."""
         name = self.config.total_invariant_level
@@ -128,8 +133,7 @@ def read_subtree(plan: Plan, table: pa.Table) -> Subtree:
         deepest = plan.invariant - plan.split + 1
         names = [level.name for level in levels[:deepest]]
         parent = [d.parent for d in data[:deepest]]
-        where = f"{plan.where.rsplit('/', 1)[0]}/invariants"
-        invariant = exact_totals(exact, names, geocodes[:deepest], parent, where)
+        invariant = exact_totals(exact, names, geocodes[:deepest], parent, plan.invariants_where)
     return Subtree(geocodes, data, invariant)
 
 
