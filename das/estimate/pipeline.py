@@ -9,9 +9,9 @@ thousand geounits even for the U.S., run on the driver in between. In order:
    estimate;
 2. on the driver, the bottom-up pass of the levels above from those, and the top-down
    pass down to the roots, which gives each root's full estimate;
-3. the top-down pass of every subtree from its root's full estimate (Spark), which
-   writes the subtree's rows of ``estimates/`` beside the driver's rows of the levels
-   above.
+3. the top-down pass of every subtree from its root's full estimate (Spark): each
+   group's task writes its file of ``estimates/`` (``das.estimate.files``), beside the
+   driver's file of the levels above.
 
 The split level is the highest whose largest subtree has at most ``max_blocks`` blocks,
 so a task's memory is bounded whatever the tree: for the U.S. that is the county, or the
@@ -32,6 +32,7 @@ from pyspark.sql.pandas.types import from_arrow_schema
 
 from das.errors import UserError
 from das.estimate.basis import Basis, schema_basis
+from das.estimate.files import ABOVE, arrow_target, finish, write_file
 from das.estimate.read import check_sums, exact_totals, parents
 from das.estimate.subtree import (
     EXACT,
@@ -39,6 +40,7 @@ from das.estimate.subtree import (
     ROW_COLUMNS,
     TOP_SCHEMA,
     UP_SCHEMA,
+    WRITTEN_SCHEMA,
     Plan,
     estimate_rows,
     flatten,
@@ -46,11 +48,12 @@ from das.estimate.subtree import (
     measured_levels,
     up_estimate,
     up_rows,
+    written_rows,
 )
 from das.estimate.tree import Estimate, Invariant, LevelData, down_pass, up_pass
 from das.estimate.write import ESTIMATES_SCHEMA, arrow_schema, estimate_batches
 from das.spark.marks import RunMode
-from das.spark.storage import exists
+from das.spark.storage import exists, qualified
 from das.spec.config import Config
 
 log = logging.getLogger("das.estimate")
@@ -235,17 +238,28 @@ def estimate_output(
     mode = RunMode.of(config.seed)
     schema = arrow_schema(mode)
     top = spark.createDataFrame(tops(roots, found.estimates[-1]))
-    below = (
-        rows.groupBy("group")
-        .cogroup(top.withColumn("group", group_of(F.col("root"), groups)).groupBy("group"))
-        .applyInArrow(estimate_rows(plan, schema), ESTIMATES_SCHEMA)
+    groups_of = rows.groupBy("group").cogroup(
+        top.withColumn("group", group_of(F.col("root"), groups)).groupBy("group")
     )
-    frame = below
-    if plan.split:
-        upper = _upper_rows(plan, basis, found, schema)
-        frame = spark.createDataFrame(upper, schema=ESTIMATES_SCHEMA).unionByName(below)
     path = f"{root}/estimates"
-    frame.transform(mode.mark).write.mode("overwrite").option("compression", "zstd").parquet(path)
+    upper = _upper_rows(plan, basis, found, schema) if plan.split else None
+    target = arrow_target(qualified(spark, path))
+    if target is None:  # a file system only Spark knows: Spark writes the rows
+        log.info("estimates: written by Spark (pyarrow cannot open %s)", path)
+        frame = groups_of.applyInArrow(estimate_rows(plan, schema), ESTIMATES_SCHEMA)
+        if upper is not None:
+            frame = spark.createDataFrame(upper, schema=ESTIMATES_SCHEMA).unionByName(frame)
+        frame.transform(mode.mark).write.mode("overwrite").option("compression", "zstd").parquet(
+            path
+        )
+    else:
+        written = groups_of.applyInArrow(
+            written_rows(plan, schema, target), from_arrow_schema(WRITTEN_SCHEMA)
+        ).toArrow()
+        if upper is not None:
+            write_file(target, ABOVE, schema, upper.to_batches())
+        finish(target)
+        log.info("estimates: %d files written by the tasks", written.num_rows + (upper is not None))
     log.info("estimates written to %s", path)
     return _summaries(config, found, ups)
 

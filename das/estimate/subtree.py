@@ -12,7 +12,7 @@ per pass) rather than keep every group's pass in memory between them.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -22,6 +22,7 @@ import pyarrow.compute as pc
 from das.errors import InternalError, UserError
 from das.estimate.answers import level_data
 from das.estimate.basis import Basis
+from das.estimate.files import PART, Target, write_file
 from das.estimate.read import LevelAnswers, exact_totals, level_answers, parents
 from das.estimate.tree import Estimate, Invariant, LevelData, Parts, Up, down_pass, up_pass
 from das.estimate.write import estimate_batches
@@ -46,6 +47,11 @@ UP_SCHEMA = pa.schema(
         pa.field("u_cov", pa.list_(pa.float64())),
         pa.field("error", pa.string()),
     ]
+)
+
+#: What a task that wrote its group's file of ``estimates/`` returns.
+WRITTEN_SCHEMA = pa.schema(
+    [pa.field("group", pa.int64()), pa.field("file", pa.string()), pa.field("rows", pa.int64())]
 )
 
 #: A subtree root's full estimate (f and its covariance F, flattened): where its
@@ -208,29 +214,48 @@ def up_rows(plan: Plan) -> Callable[[pa.Table], pa.Table]:
 
 def estimate_rows(plan: Plan, schema: pa.Schema) -> Callable[[pa.Table, pa.Table], pa.Table]:
     """Both passes of a group of subtrees from their roots' full estimates (``top``, a
-    row per root): the subtrees' rows of ``estimates/``."""
+    row per root): the subtrees' rows of ``estimates/``, for Spark to write."""
 
     def run(table: pa.Table, top: pa.Table) -> pa.Table:
-        basis, config = plan.basis, plan.config
-        subtree = read_subtree(plan, table)  # read without error by the bottom-up pass
-        ups = up_pass(basis, subtree.data, subtree.invariant)
-        top = top.sort_by("root")  # the order of the roots' geocodes
-        if top["root"].to_pylist() != [str(g) for g in subtree.geocodes[0]]:
-            raise InternalError("the roots' full estimates do not match their subtrees")
-        start = Estimate(
-            f=unflatten(_matrix(top, "f"), vector_shapes(basis)),
-            F=unflatten(_matrix(top, "f_cov"), matrix_shapes(basis)),
-        )
-        fixed = plan.invariant - plan.split
-        found = down_pass([d.parent for d in subtree.data], ups, fixed, start)
-        batches = [
-            batch
-            for level, codes, est in zip(subtree.data, subtree.geocodes, found, strict=True)
-            for batch in estimate_batches(basis, config, level.name, codes, est, schema)
-        ]
-        return pa.Table.from_batches(batches, schema=schema)
+        return pa.Table.from_batches(list(estimate_batches_of(plan, schema, table, top)), schema)
 
     return run
+
+
+def written_rows(
+    plan: Plan, schema: pa.Schema, target: Target
+) -> Callable[[pa.Table, pa.Table], pa.Table]:
+    """As ``estimate_rows``, the rows written by the task as its group's file of
+    ``target``: a row per group (``WRITTEN_SCHEMA``)."""
+
+    def run(table: pa.Table, top: pa.Table) -> pa.Table:
+        group = int(table["group"][0].as_py())
+        name = PART.format(group)
+        rows = write_file(target, name, schema, estimate_batches_of(plan, schema, table, top))
+        return pa.table({"group": [group], "file": [name], "rows": [rows]}, schema=WRITTEN_SCHEMA)
+
+    return run
+
+
+def estimate_batches_of(
+    plan: Plan, schema: pa.Schema, table: pa.Table, top: pa.Table
+) -> Iterator[pa.RecordBatch]:
+    """A group's rows of ``estimates/``, a few thousand geounits at a time: its subtrees
+    read again, their bottom-up pass repeated, and the top-down pass from ``top``."""
+    basis, config = plan.basis, plan.config
+    subtree = read_subtree(plan, table)  # read without error by the bottom-up pass
+    ups = up_pass(basis, subtree.data, subtree.invariant)
+    top = top.sort_by("root")  # the order of the roots' geocodes
+    if top["root"].to_pylist() != [str(g) for g in subtree.geocodes[0]]:
+        raise InternalError("the roots' full estimates do not match their subtrees")
+    start = Estimate(
+        f=unflatten(_matrix(top, "f"), vector_shapes(basis)),
+        F=unflatten(_matrix(top, "f_cov"), matrix_shapes(basis)),
+    )
+    fixed = plan.invariant - plan.split
+    found = down_pass([d.parent for d in subtree.data], ups, fixed, start)
+    for level, codes, est in zip(subtree.data, subtree.geocodes, found, strict=True):
+        yield from estimate_batches(basis, config, level.name, codes, est, schema)
 
 
 def _matrix(table: pa.Table, column: str) -> np.ndarray:

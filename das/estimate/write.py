@@ -2,8 +2,9 @@
 
 ``estimates/`` has a row per geounit and query, its cells as two arrays (estimates,
 variances). Its rows are built as Arrow record batches (here, a few thousand geounits
-at a time, by the subtrees' tasks and the driver) and written by Spark, which marks
-every column with the run's mode (``das.spark.marks``). ``invariants/`` holds the exact
+at a time, by the subtrees' tasks and the driver) under a schema that marks every
+column with the run's mode as Spark would (``das.spark.marks``), and written by the tasks
+(``das.estimate.files``). ``invariants/`` holds the exact
 totals, from the input's histograms, on Spark.
 """
 

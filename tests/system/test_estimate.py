@@ -4,6 +4,7 @@ public files alone; its refusals are the user's errors."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 
 import numpy as np
@@ -104,6 +105,29 @@ def _assert_same_estimates(a_path, b_path) -> None:
         np.testing.assert_allclose(
             np.concatenate(a[column]), np.concatenate(b[column]), rtol=1e-9, atol=1e-9
         )
+
+
+def test_spark_writes_the_same_estimates_where_pyarrow_cannot_open_the_output(
+    spark, finished, tmp_path, monkeypatch
+):
+    """The tasks write a file per group (and the driver one of the levels above the
+    split); on a file system only Spark knows, Spark writes the same rows."""
+    config, output, _ = finished
+    copy = tmp_path / "public"
+    copy.mkdir()
+    for part in ("nmf", "invariants"):
+        shutil.copytree(output / part, copy / part)
+    estimate_output(spark, config, str(copy), max_blocks=3)
+    names = sorted(p.name for p in (copy / "estimates").iterdir())
+    assert names[0] == "_SUCCESS" and names[-1] == "part-above.parquet"  # nothing hidden
+    assert names[1:-1] and all(re.fullmatch(r"part-\d{5}\.parquet", n) for n in names[1:-1])
+    shutil.copytree(copy / "estimates", tmp_path / "by_tasks")
+    monkeypatch.setattr("das.estimate.pipeline.arrow_target", lambda uri: None)
+    estimate_output(spark, config, str(copy), max_blocks=3)
+    assert not (copy / "estimates" / "part-above.parquet").exists()  # Spark's files now
+    _assert_same_estimates(tmp_path / "by_tasks", copy / "estimates")
+    for path in parquet_files(spark, str(tmp_path / "by_tasks")):
+        assert footer_modes(footer(spark, path)) == {"test"}
 
 
 @pytest.mark.parametrize(("max_blocks", "split"), [(0, "block_group"), (3, "tract")])

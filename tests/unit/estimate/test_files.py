@@ -1,0 +1,47 @@
+"""The tasks' own files of ``estimates/``: written whole under their group's name, the
+directory marked complete only after what failed attempts left is gone."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from das.estimate.files import Target, arrow_target, finish, write_file
+
+SCHEMA = pa.schema([pa.field("x", pa.int64(), False)], metadata={b"k": b"v"})
+
+
+def _batches(*sizes: int) -> list[pa.RecordBatch]:
+    return [pa.record_batch([pa.array(range(n), pa.int64())], schema=SCHEMA) for n in sizes]
+
+
+def test_the_target_is_an_emptied_directory(tmp_path):
+    directory = tmp_path / "estimates"
+    directory.mkdir()
+    (directory / "part-00000-old.parquet").write_bytes(b"stale")
+    target = arrow_target(f"file:{directory}")
+    assert target == Target(f"file:{directory}")
+    assert list(directory.iterdir()) == []
+    assert arrow_target(f"file:{tmp_path}/new/estimates") is not None
+    assert (tmp_path / "new" / "estimates").is_dir()
+
+
+def test_a_file_system_pyarrow_does_not_know_is_left_to_spark():
+    assert arrow_target("nosuchscheme://host/estimates") is None
+
+
+def test_a_file_is_written_whole_under_its_name_and_finish_marks_the_directory(tmp_path):
+    target = arrow_target(str(tmp_path))
+    assert target is not None
+    assert write_file(target, "part-00003.parquet", SCHEMA, _batches(2, 3)) == 5
+    leftover = tmp_path / ".part-00004.parquet.0123.tmp"  # a failed attempt's
+    leftover.write_bytes(b"partial")
+    finish(target)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["_SUCCESS", "part-00003.parquet"]
+    table = pq.read_table(tmp_path / "part-00003.parquet")
+    assert table["x"].to_pylist() == [0, 1, 0, 1, 2]
+    assert table.schema.metadata == {b"k": b"v"}  # the mode marks travel in the footer
+    assert pq.ParquetFile(tmp_path / "part-00003.parquet").metadata.num_row_groups == 2
+    # a retried task replaces its group's file
+    assert write_file(target, "part-00003.parquet", SCHEMA, _batches(1)) == 1
+    assert pq.read_table(tmp_path / "part-00003.parquet").num_rows == 1
