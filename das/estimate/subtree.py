@@ -248,10 +248,8 @@ def estimate_batches_of(
     top = top.sort_by("root")  # the order of the roots' geocodes
     if top["root"].to_pylist() != [str(g) for g in subtree.geocodes[0]]:
         raise InternalError("the roots' full estimates do not match their subtrees")
-    start = Estimate(
-        f=unflatten(_matrix(top, "f"), vector_shapes(basis)),
-        F=unflatten(_matrix(top, "f_cov"), matrix_shapes(basis)),
-    )
+    f, cov = _unflattened(top, "f", "f_cov", basis)
+    start = Estimate(f=f, F=cov)
     fixed = plan.invariant - plan.split
     found = down_pass([d.parent for d in subtree.data], ups, fixed, start)
     for level, codes, est in zip(subtree.data, subtree.geocodes, found, strict=True):
@@ -265,9 +263,14 @@ def _matrix(table: pa.Table, column: str) -> np.ndarray:
 
 def up_estimate(table: pa.Table, basis: Basis) -> Up:
     """The roots' subtree estimates (rows of ``UP_SCHEMA``, in the order of the roots)."""
-    return Up(
-        u=unflatten(_matrix(table, "u"), vector_shapes(basis)),
-        U=unflatten(_matrix(table, "u_cov"), matrix_shapes(basis)),
-        w=None,
-        S=None,
+    u, cov = _unflattened(table, "u", "u_cov", basis)
+    return Up(u=u, U=cov, w=None, S=None)
+
+
+def _unflattened(table: pa.Table, vector: str, matrix: str, basis: Basis) -> tuple[Parts, Parts]:
+    """Per-component arrays of a flattened estimate (``vector``) and its covariance
+    (``matrix``), a row per root."""
+    return (
+        unflatten(_matrix(table, vector), vector_shapes(basis)),
+        unflatten(_matrix(table, matrix), matrix_shapes(basis)),
     )
