@@ -26,11 +26,12 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 
-from das.errors import UserError
+from das.errors import InternalError, UserError
 from das.estimate.basis import Basis, schema_basis
 from das.estimate.files import ABOVE, arrow_target, finish, write_file
 from das.estimate.read import check_sums, exact_totals, parents
@@ -242,6 +243,7 @@ def estimate_output(
         top.withColumn("group", group_of(F.col("root"), groups)).groupBy("group")
     )
     path = f"{root}/estimates"
+    summaries = _summaries(config, found, ups)
     upper = _upper_rows(plan, basis, found, schema) if plan.split else None
     target = arrow_target(qualified(spark, path))
     if target is None:  # a file system only Spark knows: Spark writes the rows
@@ -256,12 +258,16 @@ def estimate_output(
         written = groups_of.applyInArrow(
             written_rows(plan, schema, target), from_arrow_schema(WRITTEN_SCHEMA)
         ).toArrow()
+        expected = sum(level.rows for level in summaries[plan.split :])
+        count = int(pc.sum(written["rows"]).as_py() or 0)
+        if count != expected:  # every geounit and query below the cut, once
+            raise InternalError(f"estimates: the tasks wrote {count} rows, not {expected}")
         if upper is not None:
             write_file(target, ABOVE, schema, upper.to_batches())
         finish(target)
         log.info("estimates: %d files written by the tasks", written.num_rows + (upper is not None))
     log.info("estimates written to %s", path)
-    return _summaries(config, found, ups)
+    return summaries
 
 
 def _upper_rows(plan: Plan, basis: Basis, found: Above, schema: pa.Schema) -> pa.Table:

@@ -10,10 +10,12 @@ import shutil
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
-from das.errors import UserError
+from das.errors import InternalError, UserError
+from das.estimate import pipeline
 from das.estimate.pipeline import estimate_output, split_level
 from das.estimate.write import ESTIMATES_SCHEMA
 from das.job.cli import main
@@ -128,6 +130,36 @@ def test_spark_writes_the_same_estimates_where_pyarrow_cannot_open_the_output(
     _assert_same_estimates(tmp_path / "by_tasks", copy / "estimates")
     for path in parquet_files(spark, str(tmp_path / "by_tasks")):
         assert footer_modes(footer(spark, path)) == {"test"}
+
+
+def test_estimates_are_not_marked_complete_unless_every_row_was_written(
+    spark, finished, tmp_path, monkeypatch
+):
+    """The driver counts the rows the tasks report against the geounits and queries below
+    the cut: a shortfall is an internal error, and no _SUCCESS is written."""
+    config, output, _ = finished
+    copy = tmp_path / "public"
+    copy.mkdir()
+    for part in ("nmf", "invariants"):
+        shutil.copytree(output / part, copy / part)
+    written = pipeline.written_rows
+
+    def one_short(plan, schema, target):
+        run = written(plan, schema, target)
+
+        def short(table, top):
+            out = run(table, top)
+            return out.set_column(2, "rows", pc.subtract(out["rows"], 1))
+
+        return short
+
+    monkeypatch.setattr(pipeline, "written_rows", one_short)
+    with pytest.raises(
+        InternalError,
+        match=r"^internal error \(this is probably a bug in das\): estimates: the tasks wrote 228 rows, not 231$",
+    ):
+        estimate_output(spark, config, str(copy), max_blocks=3)
+    assert not (copy / "estimates" / "_SUCCESS").exists()
 
 
 @pytest.mark.parametrize(("max_blocks", "split"), [(0, "block_group"), (3, "tract")])
