@@ -52,12 +52,12 @@ class Variant:
 VARIANTS = {
     v.name: v
     for v in (
-        Variant("default", "protected (default)", (), ()),
+        Variant("default", "protected (default)", (), (("subtree_totals", True),)),
         Variant(
-            "measurements",
-            "protected (measurements)",
-            ("postprocess.target=measurements",),
-            (("target", "measurements"),),
+            "own_totals",
+            "protected (own totals)",
+            ("postprocess.target=measurements", "postprocess.subtree_totals=false"),
+            (("target", "measurements"), ("subtree_totals", False)),
         ),
         Variant(
             "rule2020",
@@ -67,9 +67,9 @@ VARIANTS = {
         ),
     )
 }
-#: A certificate without ``postprocess.target`` was made before the key existed, when the
-#: post-processor always fitted the measurements.
-TARGET_BEFORE_THE_KEY = "measurements"
+#: What a certificate made before a ``postprocess`` key existed did: the post-processor
+#: always fitted the measurements, each child's total from its own measurements.
+BEFORE_THE_KEYS = {"target": "measurements", "subtree_totals": False}
 
 
 def run_dir(work: Path, variant: str, seed: int) -> Path:
@@ -101,7 +101,7 @@ def check_settings(run: Path, variant: Variant) -> None:
     """Refuse a cached run whose post-processing is not the variant's (e.g. a folder of a
     variant run before its key existed): it would be counted under the wrong name."""
     config = json.loads((run / "certificate.json").read_text())["config"]
-    made = {"target": TARGET_BEFORE_THE_KEY, **config.get("postprocess", {})}
+    made = {**BEFORE_THE_KEYS, **config.get("postprocess", {})}
     for key, expected in variant.postprocess:
         if made.get(key) != expected:
             raise SystemExit(

@@ -51,7 +51,8 @@ from das.output.certificate import (
 )
 from das.output.microdata import write_microdata
 from das.output.validate import validate_run
-from das.postprocess.levels import blue_targets, solve_and_checkpoint
+from das.postprocess.below import below_totals, total_pass_levels
+from das.postprocess.levels import blue_targets, level_done, solve_and_checkpoint
 from das.postprocess.report import LevelReport
 from das.postprocess.solvers import check_solver
 from das.postprocess.target import check_target, check_target_files
@@ -154,7 +155,15 @@ def _run(
             estimate_output(spark, config, output)
     if config.file.postprocess.target == "blue":  # the fit's targets: the BLUE, not the NMF
         nmf = blue_targets(spark, f"{output}/estimates")
-    reports, protected = solve_levels(spark, config, nmf, histograms, geounits, output, progress)
+    below: dict[str, DataFrame] = {}
+    if config.file.postprocess.target == "measurements" and not all(
+        level_done(spark, output, name) for name in total_pass_levels(config)
+    ):
+        with phase(progress, "subtree totals"):  # what each geounit's descendants measured
+            below = below_totals(spark, config, nmf, histograms)
+    reports, protected = solve_levels(
+        spark, config, nmf, histograms, geounits, output, progress, below
+    )
     blocks = protected[config.geography.block.name]
     with phase(progress, "write"):
         mdf = f"{output}/mdf"
@@ -218,8 +227,10 @@ def solve_levels(
     geounits: dict[str, int],
     output: str,
     progress: Progress,
+    below: Mapping[str, DataFrame],
 ) -> tuple[list[LevelReport], dict[str, DataFrame]]:
-    """Every level, root first, each checkpointed; returns its report and solution per level."""
+    """Every level, root first, each checkpointed; returns its report and solution per level
+    (``below``: the subtree totals of the levels that have them, das.postprocess.below)."""
     levels = config.geography.levels
     reports: list[LevelReport] = []
     protected: dict[str, DataFrame] = {}
@@ -229,7 +240,16 @@ def solve_levels(
         counter = progress.counter()
         with phase(progress, f"solve {level.name}", parent_count, counter, "parents"):
             parents, report = solve_and_checkpoint(
-                spark, config, nmf, histograms, output, index, parents, parent_count, counter
+                spark,
+                config,
+                nmf,
+                histograms,
+                output,
+                index,
+                parents,
+                parent_count,
+                counter,
+                below.get(level.name),
             )
         reports.append(report)
         protected[level.name] = parents

@@ -92,6 +92,13 @@ class FamilyResult:
     mip_gap: float  # largest relative gap of a pass's rounding to its proven bound
 
 
+#: The columns of a family's children from ``das.postprocess.below``.
+BELOW, BELOW_VARIANCE = "below", "below_variance"
+
+#: Each child's subtree total (the sum of its children's estimates) and its variance (NaN
+#: where unknown): ``das.postprocess.below``.
+Below = tuple[np.ndarray, np.ndarray]
+
 #: Group of each cell, then per-child lower and upper group bounds (None, None, None
 #: for a schema without facilities).
 Bounds = tuple[np.ndarray | None, np.ndarray | None, np.ndarray | None]
@@ -122,7 +129,18 @@ def combined_totals(
     parent: np.ndarray | None,
     allowed: np.ndarray | None = None,
 ) -> np.ndarray:
-    """Each child's total estimated from every measured query, not from ``total`` alone.
+    """Each child's total estimated from every measured query (``combined_information``)."""
+    return combined_information(plan, answers, parent, allowed)[0]
+
+
+def combined_information(
+    plan: LevelPlan,
+    answers: dict[str, np.ndarray],
+    parent: np.ndarray | None,
+    allowed: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Each child's total estimated from every measured query, not from ``total`` alone,
+    and the estimate's information (inverse variance; 0 where the child has no cell left).
 
     Each query that partitions the cells (every cell in exactly one of its rows) sums to
     the child's total, so its rows' noisy answers add up to an unbiased estimate of it with
@@ -155,7 +173,31 @@ def combined_totals(
         weight = np.divide(plan.weights[query.name], count, out=np.zeros(children), where=count > 0)
         weighted += weight * np.where(rows, answers[query.name], 0.0).sum(axis=1)
         weights += weight  # 1 / variance of the child's sum; 0 where no row can be nonzero
-    return np.divide(weighted, weights, out=np.zeros(children), where=weights > 0)
+    return np.divide(weighted, weights, out=np.zeros(children), where=weights > 0), weights
+
+
+def with_below(
+    own: np.ndarray, information: np.ndarray, below: Below
+) -> tuple[np.ndarray, np.ndarray]:
+    """Each child's own estimate combined with its subtree's (``das.postprocess.below``):
+    the estimate, and each child's weight in the fit (its information, scaled to at most
+    1). A child known exactly from below (variance 0: nobody can live there) gets the
+    largest weight of the others: its bounds hold it anyway."""
+    sums, variances = below
+    has = np.isfinite(variances) & (variances > 0)
+    exact = np.isfinite(variances) & (variances == 0)
+    extra = np.divide(1.0, variances, out=np.zeros_like(own), where=has)
+    total_information = information + extra
+    estimate = np.divide(
+        own * information + np.where(has, sums, 0.0) * extra,
+        total_information,
+        out=np.zeros_like(own),
+        where=total_information > 0,
+    )
+    estimate = np.where(exact, sums, estimate)
+    weights = np.where(exact | (total_information <= 0), np.nan, total_information)
+    top = np.nanmax(weights) if np.isfinite(weights).any() else 1.0
+    return estimate, np.where(np.isnan(weights), top, weights) / top
 
 
 def allowed_cells(groups: np.ndarray | None, upper: np.ndarray | None) -> np.ndarray | None:
@@ -175,9 +217,11 @@ def _pass_problem(
     totals: np.ndarray | None,
     fixed: tuple[FixedQuery, ...],
     variances: dict[str, np.ndarray] | None = None,
+    below: Below | None = None,
 ) -> ParentProblem:
     """One pass of the family: its queries' answers to fit, under every constraint.
-    ``variances`` given: ``answers`` are the BLUE, weighted by them (das.postprocess.target)."""
+    ``variances`` given: ``answers`` are the BLUE, weighted by them (das.postprocess.target).
+    ``below`` given: the total pass also fits what each child's subtree measured."""
     groups, lower, upper = bounds
     by_name = {q.name: q for q in plan.queries}
     child_weights = None
@@ -193,8 +237,12 @@ def _pass_problem(
         scale = max(plan.weights[q] for q in pass_queries)
         pass_answers = answers
         if plan.combine_totals and pass_queries == ("total",):
-            combined = combined_totals(plan, answers, parent, allowed_cells(groups, upper))
-            pass_answers = {"total": combined[:, None]}
+            own, information = combined_information(
+                plan, answers, parent, allowed_cells(groups, upper)
+            )
+            if below is not None:
+                own, child_weights = with_below(own, information, below)  # scaled to <= 1
+            pass_answers = {"total": own[:, None]}
         measurements = tuple(
             Measurement(q, by_name[q].matrix, plan.weights[q] / scale, pass_answers[q])
             for q in pass_queries
@@ -220,9 +268,11 @@ def solve_family(
     units: np.ndarray,
     totals: np.ndarray | None,
     variances: dict[str, np.ndarray] | None = None,
+    below: Below | None = None,
 ) -> FamilyResult:
     """Solve one parent's children through every pass (see ``FamilyResult``); with
-    ``variances``, ``answers`` are the children's BLUE and the fit is weighted by them."""
+    ``variances``, ``answers`` are the children's BLUE and the fit is weighted by them;
+    with ``below``, the total pass also fits what the children's subtrees measured."""
     bounds = facility_bounds(plan.schema, units)
     by_name = {q.name: q for q in plan.queries}
     solve = solver_named(plan.solver)
@@ -234,7 +284,16 @@ def solve_family(
         if totals is not None and pass_queries == ("total",):
             continue  # the totals are already exact: nothing to estimate in this pass
         problem = _pass_problem(
-            plan, parent, answers, pass_queries, len(units), bounds, totals, tuple(fixed), variances
+            plan,
+            parent,
+            answers,
+            pass_queries,
+            len(units),
+            bounds,
+            totals,
+            tuple(fixed),
+            variances,
+            below,
         )
         solution = solve(
             problem,
@@ -292,7 +351,13 @@ def family_rows(plan: LevelPlan, group: pa.Table, parent: np.ndarray | None) -> 
         }
     units = _matrix(group, "units", np.int64)
     totals = group.column("total").to_numpy().astype(np.int64) if plan.totals_invariant else None
-    result = solve_family(plan, parent, answers, units, totals, variances)
+    below = None
+    if BELOW in group.column_names:  # das.postprocess.below: null where a child has none
+        below = (
+            pc.fill_null(group.column(BELOW), np.nan).to_numpy().astype(np.float64),
+            pc.fill_null(group.column(BELOW_VARIANCE), np.nan).to_numpy().astype(np.float64),
+        )
+    result = solve_family(plan, parent, answers, units, totals, variances, below)
     seconds = time.perf_counter() - start
     counts = result.counts
     children = counts.shape[0]

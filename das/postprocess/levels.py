@@ -111,13 +111,17 @@ def solve_level(
     parents: DataFrame,
     parent_count: int,
     counter: Accumulator | None = None,
+    below: DataFrame | None = None,
 ) -> DataFrame:
     """Every parent of ``parent_level`` (``parent_count`` of them) with all its children of
     this level, on the executors (see ``_by_size`` and ``_by_hash`` for how the families
-    are brought together)."""
+    are brought together). ``below``: the children's subtree totals (``das.postprocess.below``)."""
     plan = level_plan(config, histograms.level.name)
     parent_of = partial(with_parent, histograms=histograms, parent=parent_level)
-    children = parent_of(_invariants(histograms, plan)).join(
+    invariants = _invariants(histograms, plan)
+    if below is not None:
+        invariants = invariants.join(F.broadcast(below), "geocode", "left")
+    children = parent_of(invariants).join(
         parents.select(
             F.col("geocode").alias("parent"),
             F.col("cells").alias("parent_cells"),
@@ -221,9 +225,11 @@ def solve_and_checkpoint(
     parents: DataFrame | None,
     parent_count: int,
     counter: Accumulator | None = None,
+    below: DataFrame | None = None,
 ) -> tuple[DataFrame, LevelReport]:
     """One level: reuse its checkpoint if a previous run finished it, else solve and write it
-    (``parents``: the level above's solution, ``parent_count`` geounits; None at the root)."""
+    (``parents``: the level above's solution, ``parent_count`` geounits; None at the root;
+    ``below``: the level's subtree totals, das.postprocess.below)."""
     level = config.geography.levels[index]
     path = checkpoint_path(output, level.name)
     reused = level_done(spark, output, level.name)
@@ -233,7 +239,14 @@ def solve_and_checkpoint(
         else:
             parent_level = config.geography.levels[index - 1]
             solved = solve_level(
-                config, nmf, histograms[level.name], parent_level, parents, parent_count, counter
+                config,
+                nmf,
+                histograms[level.name],
+                parent_level,
+                parents,
+                parent_count,
+                counter,
+                below,
             )
         RunMode.of(config.seed).mark(solved).write.mode("overwrite").parquet(path)
     done = spark.read.schema(SOLUTION_SCHEMA).parquet(path)

@@ -81,6 +81,9 @@ class PostprocessSection(_Section):
     #: The ``total``-only pass fits each child's total to the inverse-variance combination of
     #: every measured query's sum, not to the total query alone (False: the 2020 rule).
     combine_totals: bool = True
+    #: With combine_totals, each child's total estimate also takes in what its subtree
+    #: measured: its children's estimates summed, bottom-up (das.postprocess.below).
+    subtree_totals: bool = True
     #: What each family's L2 fit targets: the tree-wide BLUE of ``estimates/`` (weighted by
     #: its variances) or the noisy measurements (today's rule; with combine_totals false,
     #: the 2020 rule). Default "measurements" so that older configs keep their meaning.

@@ -18,7 +18,7 @@ LEVELS = ["state", "tract", "block_group"]
 #: 2020 rule's; seed 2 adds 0.1 to every value
 TOTAL = {
     "default": (0.6, 0.7),
-    "measurements": (0.8, 0.9),
+    "own_totals": (0.8, 0.9),
     "rule2020": (1.0, 1.0),
     "blue": (0.9, 0.95),
     "noisy": (1.2, 1.3),
@@ -68,9 +68,9 @@ def test_goals_pass_and_fail_with_their_numbers():
     assert ratio.met is False
     assert ratio.detail == "tract: 0.650 / 1.050 = 0.619; block_group: 0.750 / 1.050 = 0.714"
     assert no_worse.met is True
-    assert "largest ratio default / measurements: 1.000 (hispanic at tract)" in no_worse.detail
+    assert "largest ratio default / own_totals: 1.000 (hispanic at tract)" in no_worse.detail
     assert diversity.met is False  # the default's bias is twice today's
-    assert diversity.detail.endswith("default 0.6, measurements 0.3")
+    assert diversity.detail.endswith("default 0.6, own_totals 0.3")
     assert size.met is True
     _, no_worse, _, _ = found(errors(hispanic_default=0.6))["goals"]
     assert no_worse.met is False
@@ -138,7 +138,7 @@ def test_a_cached_run_of_other_settings_is_refused(tmp_path: Path):
     run.mkdir(parents=True)
     config = {"postprocess": {"combine_totals": True}}  # made before postprocess.target
     (run / "certificate.json").write_text(json.dumps({"config": config}))
-    check_settings(run_dir(tmp_path, "rule2020", 3), VARIANTS["measurements"])
+    check_settings(run_dir(tmp_path, "rule2020", 3), VARIANTS["own_totals"])
     with pytest.raises(
         SystemExit, match=r"postprocess\.combine_totals = True, but variant rule2020"
     ):

@@ -1,0 +1,193 @@
+"""Each geounit's total as its subtree measured it: the sum of its children's total
+estimates, bottom-up through every level under it, with its variance.
+
+A family's ``total``-only pass (``postprocess.combine_totals``) fits each child's total to
+the inverse-variance combination of the child's own queries' sums. The child's
+descendants measured that total again, with budget of their own: a tract's through its
+block groups and their blocks. ``postprocess.subtree_totals`` adds that information.
+Bottom-up, from the lowest level, each geounit's estimate z (variance Z) combines its own
+queries' sums (estimate t, information w) with the sum b of its children's z (variance B,
+the sum of theirs): z = (t w + b / B) / (w + 1 / B), 1 / Z = w + 1 / B. This module
+computes (b, B) for every geounit whose total a pass fits (``below``,
+``below_variance``); the family combines them with the child's own estimate, which only
+the family can compute (it leaves out the cells the parent's protected solution has at
+zero). Fitting the children to z, each weighted 1 / Z, under the parent's total is the
+top-down step of the tree-wide best linear unbiased estimate of the total, with the
+parent's protected total in place of its estimate.
+
+Known zeros are left out of every sum, which removes noise only: the schema's structural
+zeros and the facility groups a geounit has no unit of (the units are invariants the
+post-processor holds exact). A geounit with no cell left holds 0, exactly (Z = 0).
+Everything here is post-processing of the NMF and the invariants.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Iterator, Mapping
+from functools import reduce
+
+import numpy as np
+import pyarrow as pa
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.pandas.types import from_arrow_schema
+
+from das.input.contract import UNIT_TYPES
+from das.input.read import LevelHistograms, with_parent
+from das.postprocess.family import BELOW, BELOW_VARIANCE, LevelPlan, level_plan
+from das.spec.config import Config
+
+#: Per NMF row: its geounit, its share of the inverse-variance combination, whether the
+#: geounit has no cell left (known to hold 0).
+ROW_SCHEMA = pa.schema(
+    [
+        pa.field("geocode", pa.string()),
+        pa.field("weighted", pa.float64()),
+        pa.field("weight", pa.float64()),
+        pa.field("dead", pa.bool_()),
+    ]
+)
+
+
+def total_pass_levels(config: Config) -> list[str]:
+    """The levels whose children's totals a ``total``-only pass fits (not invariant there)."""
+    if not (config.file.postprocess.combine_totals and config.file.postprocess.subtree_totals):
+        return []
+    found = []
+    for level in config.geography.names[1:]:
+        plan = level_plan(config, level)
+        if not plan.totals_invariant and ("total",) in plan.passes:
+            found.append(level)
+    return found
+
+
+def live_cells(plan: LevelPlan, masks: np.ndarray) -> np.ndarray:
+    """(masks, cells): cells that can hold someone in a geounit whose facility groups with a
+    unit are the bits of each mask (every group when the schema has no facility)."""
+    schema = plan.schema
+    live = np.broadcast_to(~schema.structural_zero_mask, (masks.size, schema.size)).copy()
+    if schema.facility_attribute is not None:
+        axis = schema.axis(schema.facility_attribute)
+        groups = schema.cell_codes(np.arange(schema.size))[:, axis]
+        live &= ((masks[:, None] >> groups[None, :]) & 1).astype(bool)
+    return live
+
+
+def row_shares(plan: LevelPlan, batch: pa.RecordBatch) -> pa.RecordBatch:
+    """Each NMF row's part of its geounit's own combination (``family.combined_totals``
+    without the parent's zeros): weight w_q / (live rows) and that weight times the sum of
+    the live rows' noisy answers; queries that do not partition the cells give 0."""
+    n = batch.num_rows
+    weighted, weight = np.zeros(n), np.zeros(n)
+    masks = batch.column("mask").to_numpy(zero_copy_only=False).astype(np.int64)
+    distinct, which = np.unique(masks, return_inverse=True)
+    live = live_cells(plan, distinct)
+    names = batch.column("query").to_numpy(zero_copy_only=False)
+    values = batch.column("values")
+    for query in plan.queries:
+        rows = np.flatnonzero(names == query.name)
+        matrix = query.matrix
+        if not rows.size or not np.array_equal(matrix.sum(axis=0).A1, np.ones(matrix.shape[1])):
+            continue
+        answers = values.take(pa.array(rows)).flatten().to_numpy(zero_copy_only=False)
+        answers = answers.astype(np.float64).reshape(rows.size, matrix.shape[0])
+        live_rows = (np.asarray(matrix @ live.T.astype(np.float64)).T > 0)[which[rows]]
+        count = live_rows.sum(axis=1)
+        w = np.divide(plan.weights[query.name], count, out=np.zeros(rows.size), where=count > 0)
+        weight[rows] = w
+        weighted[rows] = w * np.where(live_rows, answers, 0.0).sum(axis=1)
+    dead = ~np.asarray(live.any(axis=1))[which]
+    return pa.RecordBatch.from_arrays(
+        [batch.column("geocode").cast(pa.string()), pa.array(weighted), pa.array(weight), pa.array(dead)],
+        schema=ROW_SCHEMA,
+    )
+
+
+def own_totals(config: Config, nmf: DataFrame, histograms: LevelHistograms) -> DataFrame:
+    """geocode, own (the inverse-variance combination of its queries' live sums), information
+    (its inverse variance), dead (no cell left: the total is 0)."""
+    plan = level_plan(config, histograms.level.name)
+    bits = [F.when(F.col("units")[i] > 0, 1 << i).otherwise(0) for i in range(UNIT_TYPES)]
+    masks = histograms.frame.select("geocode", reduce(operator.add, bits).alias("mask"))
+    rows = nmf.filter(F.col("level") == plan.level).select("geocode", "query", "values")
+
+    def shares(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            yield row_shares(plan, batch)
+
+    return (
+        rows.join(F.broadcast(masks), "geocode", "inner")
+        .mapInArrow(shares, from_arrow_schema(ROW_SCHEMA))
+        .groupBy("geocode")
+        .agg(
+            F.sum("weighted").alias("weighted"),
+            F.sum("weight").alias("information"),
+            F.max("dead").alias("dead"),
+        )
+        .select(
+            "geocode",
+            F.when(F.col("information") > 0, F.col("weighted") / F.col("information"))
+            .otherwise(0.0)
+            .alias("own"),
+            "information",
+            "dead",
+        )
+    )
+
+
+def combine(own: DataFrame, below: DataFrame | None) -> DataFrame:
+    """geocode, estimate (z), variance (Z): each geounit's own combination with its
+    subtree's (module doc)."""
+    if below is None:
+        frame = own.withColumn(BELOW, F.lit(0.0)).withColumn(
+            BELOW_VARIANCE, F.lit(None).cast("double")
+        )
+    else:
+        frame = own.join(below, "geocode", "left")
+    information = F.col("information") + F.when(
+        F.col(BELOW_VARIANCE) > 0, 1.0 / F.col(BELOW_VARIANCE)
+    ).otherwise(0.0)
+    exact_below = F.col(BELOW_VARIANCE).isNotNull() & (F.col(BELOW_VARIANCE) == 0)
+    estimate = (
+        F.col("own") * F.col("information")
+        + F.when(F.col(BELOW_VARIANCE) > 0, F.col(BELOW) / F.col(BELOW_VARIANCE)).otherwise(0.0)
+    ) / information
+    return frame.select(
+        "geocode",
+        F.when(F.col("dead"), 0.0).when(exact_below, F.col(BELOW)).otherwise(estimate).alias("estimate"),
+        F.when(F.col("dead") | exact_below, 0.0).otherwise(1.0 / information).alias("variance"),
+    )
+
+
+def below_totals(
+    spark: SparkSession, config: Config, nmf: DataFrame, histograms: Mapping[str, LevelHistograms]
+) -> dict[str, DataFrame]:
+    """(geocode, below, below_variance) of every geounit of each level that
+    ``total_pass_levels`` names and that has children, computed bottom-up; each level's rows
+    are gathered on the driver (one per geounit above the lowest level)."""
+    wanted = set(total_pass_levels(config))
+    if not wanted:
+        return {}
+    levels = config.geography.levels
+    names = [level.name for level in levels]
+    top = min(names.index(name) for name in wanted)
+    found: dict[str, DataFrame] = {}
+    below: DataFrame | None = None
+    for index in range(len(levels) - 1, top, -1):  # from the lowest level up
+        child, parent = levels[index], levels[index - 1]
+        estimates = combine(own_totals(config, nmf, histograms[child.name]), below)
+        sums = (
+            with_parent(estimates, histograms[child.name], parent)
+            .groupBy(F.col("parent").alias("geocode"))
+            .agg(F.sum("estimate").alias(BELOW), F.sum("variance").alias(BELOW_VARIANCE))
+        )
+        table = sums.toArrow()
+        below = spark.createDataFrame(table.to_pandas()) if table.num_rows else None
+        if below is not None:
+            below = below.select(
+                "geocode", F.col(BELOW).cast("double"), F.col(BELOW_VARIANCE).cast("double")
+            )
+        if parent.name in wanted and below is not None:
+            found[parent.name] = below
+    return found
