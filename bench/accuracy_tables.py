@@ -106,11 +106,14 @@ class Goal:
     detail: str
 
 
-def goals(levels: pd.DataFrame, bias: Mapping[str, pd.DataFrame]) -> list[Goal]:
+def goals(
+    levels: pd.DataFrame, bias: Mapping[str, pd.DataFrame], whole: pd.DataFrame | None = None
+) -> list[Goal]:
+    """``whole``: the per-seed errors (``whole_levels``), for the paired t of a worse pair."""
     present = set(levels["source"].astype(str))
     return [
         _ratio_goal(levels, present),
-        _no_worse_goal(levels, present),
+        _no_worse_goal(levels, present, whole),
         *(_bias_goal(bias[by], by, present) for by in ("diversity_bin", "size_bin")),
     ]
 
@@ -125,7 +128,26 @@ def _ratio_goal(levels: pd.DataFrame, present: set[str]) -> Goal:
     return Goal(name, all(d <= GOAL_RATIO * r for d, r in pairs.values()), detail)
 
 
-def _no_worse_goal(levels: pd.DataFrame, present: set[str]) -> Goal:
+def paired_t(whole: pd.DataFrame, new: str, old: str) -> dict[tuple[str, str], float]:
+    """Per (query, level): the mean over seeds of MAE(new) - MAE(old) over its standard
+    error (the seeds' noise is shared by the variants, so the pairs are by seed); NaN with
+    fewer than two seeds or no spread."""
+    wide = whole.pivot_table(
+        index=["query", "level", "seed"], columns="source", values="mae", observed=True
+    )
+    if not {new, old} <= set(wide.columns):
+        return {}
+    spread = (
+        (wide[new] - wide[old]).groupby(level=[0, 1], observed=True).agg(["mean", "std", "count"])
+    )
+    error = spread["std"] / np.sqrt(spread["count"])
+    t = (spread["mean"] / error.where(error > 0)).astype(float)
+    return {(str(q), str(lv)): float(v) for (q, lv), v in t.items()}
+
+
+def _no_worse_goal(
+    levels: pd.DataFrame, present: set[str], whole: pd.DataFrame | None = None
+) -> Goal:
     name = f"no level and no query with a larger MAE than today's default ({TODAY})"
     if not {"default", TODAY} <= present:
         return Goal(name, None, f"needs the default and {TODAY} variants")
@@ -143,7 +165,17 @@ def _no_worse_goal(levels: pd.DataFrame, present: set[str]) -> Goal:
         f"{new / today:.3f} ({where})"
     )
     if worse:
-        detail += "; worse at " + ", ".join(f"{w} ({n:.4g} vs {t:.4g})" for w, n, t in worse)
+        ts = {} if whole is None else paired_t(whole, "default", TODAY)
+        keys = {f"{q} at {lv}": (str(q), str(lv)) for q, lv in wide.index}
+
+        def one(where: str, new: float, today: float) -> str:
+            t = ts.get(keys[where], float("nan"))
+            paired = "" if np.isnan(t) else f", paired t {t:.1f}"
+            return f"{where} ({new:.4g} vs {today:.4g}, {100 * (new / today - 1):+.2f}%{paired})"
+
+        detail += "; worse at " + ", ".join(one(*w) for w in worse)
+        if any(np.isfinite(ts.get(keys[w[0]], float("nan"))) for w in worse):
+            detail += " (t: the mean over seeds of the paired difference over its standard error)"
     return Goal(name, not worse, detail)
 
 

@@ -74,7 +74,7 @@ def build_tables(runs: Runs, errors: pd.DataFrame) -> dict[str, Any]:
         "diversity": bias["diversity_bin"],
         "size": bias["size_bin"],
         "cross": {v: tables.cross_table(errors, v) for v in runs.variants},
-        "goals": tables.goals(levels, bias),
+        "goals": tables.goals(levels, bias, tables.whole_levels(errors)),
         "cost": tables.estimate_cost(runs.certificates),
         "coverage": coverage,
     }

@@ -35,7 +35,15 @@ from pyspark.sql.pandas.types import from_arrow_schema
 
 from das.input.contract import UNIT_TYPES
 from das.input.read import LevelHistograms, with_parent
-from das.postprocess.family import BELOW, BELOW_VARIANCE, LevelPlan, level_plan
+from das.postprocess.family import (
+    BELOW,
+    BELOW_VARIANCE,
+    LevelPlan,
+    level_plan,
+    live_rows,
+    partitions,
+    query_share,
+)
 from das.spec.config import Config
 
 #: Per NMF row: its geounit, its share of the inverse-variance combination, whether the
@@ -87,19 +95,20 @@ def row_shares(plan: LevelPlan, batch: pa.RecordBatch) -> pa.RecordBatch:
     values = batch.column("values")
     for query in plan.queries:
         rows = np.flatnonzero(names == query.name)
-        matrix = query.matrix
-        if not rows.size or not np.array_equal(matrix.sum(axis=0).A1, np.ones(matrix.shape[1])):
+        if not rows.size or not partitions(query):
             continue
         answers = values.take(pa.array(rows)).flatten().to_numpy(zero_copy_only=False)
-        answers = answers.astype(np.float64).reshape(rows.size, matrix.shape[0])
-        live_rows = (np.asarray(matrix @ live.T.astype(np.float64)).T > 0)[which[rows]]
-        count = live_rows.sum(axis=1)
-        w = np.divide(plan.weights[query.name], count, out=np.zeros(rows.size), where=count > 0)
-        weight[rows] = w
-        weighted[rows] = w * np.where(live_rows, answers, 0.0).sum(axis=1)
+        answers = answers.astype(np.float64).reshape(rows.size, query.size)
+        found = live_rows(query, live)[which[rows]]  # per distinct mask, then per row
+        weighted[rows], weight[rows] = query_share(plan, query, answers, found)
     dead = ~np.asarray(live.any(axis=1))[which]
     return pa.RecordBatch.from_arrays(
-        [batch.column("geocode").cast(pa.string()), pa.array(weighted), pa.array(weight), pa.array(dead)],
+        [
+            batch.column("geocode").cast(pa.string()),
+            pa.array(weighted),
+            pa.array(weight),
+            pa.array(dead),
+        ],
         schema=ROW_SCHEMA,
     )
 
@@ -155,7 +164,10 @@ def combine(own: DataFrame, below: DataFrame | None) -> DataFrame:
     ) / information
     return frame.select(
         "geocode",
-        F.when(F.col("dead"), 0.0).when(exact_below, F.col(BELOW)).otherwise(estimate).alias("estimate"),
+        F.when(F.col("dead"), 0.0)
+        .when(exact_below, F.col(BELOW))
+        .otherwise(estimate)
+        .alias("estimate"),
         F.when(F.col("dead") | exact_below, 0.0).otherwise(1.0 / information).alias("variance"),
     )
 

@@ -164,16 +164,34 @@ def combined_information(
         live = live & allowed
     weighted, weights = np.zeros(children), np.zeros(children)
     for query in plan.queries:
-        matrix = query.matrix
-        column_sums = np.bincount(matrix.indices, weights=matrix.data, minlength=matrix.shape[1])
-        if not np.array_equal(column_sums, np.ones(matrix.shape[1])):
-            continue  # not a partition of the cells: its rows need not sum to the total
-        rows = np.asarray(matrix @ live.T.astype(np.float64)).T > 0  # children x rows
-        count = rows.sum(axis=1)
-        weight = np.divide(plan.weights[query.name], count, out=np.zeros(children), where=count > 0)
-        weighted += weight * np.where(rows, answers[query.name], 0.0).sum(axis=1)
-        weights += weight  # 1 / variance of the child's sum; 0 where no row can be nonzero
+        if partitions(query):  # else its rows need not sum to the total
+            part, weight = query_share(plan, query, answers[query.name], live_rows(query, live))
+            weighted += part
+            weights += weight  # 1 / variance of the child's sum; 0 where no row can be nonzero
     return np.divide(weighted, weights, out=np.zeros(children), where=weights > 0), weights
+
+
+def partitions(query: Query) -> bool:
+    """Whether every cell is in exactly one of the query's rows (its rows sum to the total)."""
+    matrix = query.matrix
+    column_sums = np.bincount(matrix.indices, weights=matrix.data, minlength=matrix.shape[1])
+    return bool(np.array_equal(column_sums, np.ones(matrix.shape[1])))
+
+
+def live_rows(query: Query, live: np.ndarray) -> np.ndarray:
+    """(n, rows): the query's rows that hold a cell of each ``live`` (n x cells) mask."""
+    return np.asarray(query.matrix @ live.T.astype(np.float64)).T > 0
+
+
+def query_share(
+    plan: LevelPlan, query: Query, answers: np.ndarray, rows: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """One query's part of each child's combined total: the sum of its ``rows`` (children x
+    rows: those that can be nonzero) weighted by the inverse of that sum's variance, and
+    the weight (0 where no row is left)."""
+    count = rows.sum(axis=1)
+    weight = np.divide(plan.weights[query.name], count, out=np.zeros(len(count)), where=count > 0)
+    return weight * np.where(rows, answers, 0.0).sum(axis=1), weight
 
 
 def with_below(

@@ -88,9 +88,7 @@ def test_a_family_fitted_with_exact_subtrees_returns_them():
     truth[:, rng.choice(household, 30, replace=False)] = rng.integers(1, 9, (4, 30))
     units = np.zeros((4, 8), dtype=np.int64)
     units[:, 0] = 5
-    answers = {
-        q.name: (q.matrix @ truth.T).T + rng.normal(0, 6, (4, q.size)) for q in plan.queries
-    }
+    answers = {q.name: (q.matrix @ truth.T).T + rng.normal(0, 6, (4, q.size)) for q in plan.queries}
     totals = truth.sum(axis=1).astype(np.float64)
     below = (totals, np.full(4, 1e-9))
     fitted = solve_family(plan, truth.sum(axis=0), answers, units, None, below=below).counts

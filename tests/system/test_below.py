@@ -1,0 +1,108 @@
+"""``postprocess.subtree_totals`` end to end: the bottom-up pass in Spark against the same
+sums computed child by child in numpy, and runs with and without it against the
+validator's constraints."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from das.fixtures.synthetic import write_synthetic_fixture
+from das.input.read import read_histograms
+from das.job.run import run_job
+from das.output.validate import validate_run
+from das.postprocess.below import below_totals, total_pass_levels
+from das.postprocess.family import (
+    allowed_cells,
+    combined_information,
+    facility_bounds,
+    level_plan,
+    with_below,
+)
+from das.privacy.measure import read_nmf
+from das.spec.config import load_config
+from tests.conftest import ROOT
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+DEMO = ROOT / "configs" / "demo.toml"
+
+
+@pytest.fixture(scope="module")
+def subtree_run(spark, tmp_path_factory):
+    directory = tmp_path_factory.mktemp("subtree_totals")
+    write_synthetic_fixture(2000, directory / "input", seed=5, counties=2)
+    config = load_config(DEMO, overrides=["spark.shuffle_partitions=2"], seed=6)
+    run_job(config, str(directory / "input"), str(directory / "out"), spark=spark)
+    return config, directory
+
+
+def _own(config, nmf: pd.DataFrame, histograms: pd.DataFrame, level: str):
+    """Each geounit's own combination (the family's code, one child per row)."""
+    plan = level_plan(config, level)
+    rows = nmf[nmf["level"] == level]
+    codes = sorted(rows["geocode"].unique())
+    answers = {
+        q.name: np.stack(
+            rows[rows["query"] == q.name].set_index("geocode").loc[codes, "values"].to_numpy()
+        ).astype(np.float64)
+        for q in plan.queries
+    }
+    units = np.stack(histograms.set_index("geocode").loc[codes, "units"].to_numpy())
+    groups, _, upper = facility_bounds(plan.schema, units)
+    own, information = combined_information(plan, answers, None, allowed_cells(groups, upper))
+    return codes, own, information
+
+
+def test_the_bottom_up_pass_sums_every_childs_combination(spark, subtree_run):
+    config, directory = subtree_run
+    histograms = read_histograms(spark, config, str(directory / "input"))
+    found = below_totals(spark, config, read_nmf(spark, str(directory / "out" / "nmf")), histograms)
+    assert set(found) == set(total_pass_levels(config)[:-1])  # not the lowest level
+    nmf = pd.read_parquet(directory / "out" / "nmf")
+    levels = config.geography.levels
+    below: pd.DataFrame | None = None
+    for index in range(len(levels) - 1, 0, -1):
+        child, parent = levels[index], levels[index - 1]
+        if parent.name not in found:
+            break
+        frame = histograms[child.name].frame.toPandas()
+        codes, own, information = _own(config, nmf, frame, child.name)
+        dead = information == 0  # no cell left (no unit at all): 0, exactly
+        if below is None:
+            estimate, variance = own, 1 / np.where(dead, np.inf, information)
+        else:
+            sums = below.set_index("geocode").loc[codes]
+            pair = (sums["below"].to_numpy(), sums["below_variance"].to_numpy())
+            estimate, _ = with_below(own, information, pair)
+            variance = 1 / np.where(dead, np.inf, information + 1 / pair[1])
+        assert dead.any() == (index == len(levels) - 1)  # the fixture's empty blocks
+        expected = (
+            pd.DataFrame(
+                {"geocode": [c[: parent.length] for c in codes], "z": estimate, "v": variance}
+            )
+            .groupby("geocode")
+            .sum()
+        )
+        below = found[parent.name].toPandas().sort_values("geocode")
+        assert below["geocode"].tolist() == expected.index.tolist()
+        assert np.allclose(below["below"], expected["z"]) and (below["below_variance"] >= 0).all()
+        assert np.allclose(below["below_variance"], expected["v"])
+
+
+def test_runs_with_and_without_subtree_totals_meet_every_constraint(spark, subtree_run):
+    config, directory = subtree_run
+    assert config.file.postprocess.subtree_totals  # the default
+    assert validate_run(spark, str(directory / "input"), str(directory / "out")) == []
+    own = load_config(
+        DEMO, overrides=["spark.shuffle_partitions=2", "postprocess.subtree_totals=false"], seed=6
+    )
+    run_job(own, str(directory / "input"), str(directory / "own"), spark=spark)
+    assert validate_run(spark, str(directory / "input"), str(directory / "own")) == []
+    tract = {
+        name: pd.read_parquet(directory / name / "levels" / "tract").set_index("geocode")
+        for name in ("out", "own")
+    }
+    totals = {name: frame["counts"].apply(sum) for name, frame in tract.items()}
+    assert totals["out"].sum() == totals["own"].sum()  # the same invariant state totals
+    assert not totals["out"].sort_index().equals(totals["own"].sort_index())  # it changed something
