@@ -23,6 +23,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 
 from das.postprocess.family import (
+    LevelPlan,
     allowed_cells,
     combined_information,
     facility_bounds,
@@ -34,10 +35,10 @@ from das.spec.config import load_config
 Z90 = 1.6448536269514722
 
 
-def level_inputs(config, nmf: pd.DataFrame, units: pd.DataFrame, truth: pd.DataFrame, level):
-    """One measured level: geocodes, own estimate and information, true totals."""
-    plan = level_plan(config, level.name)
-    rows = nmf[nmf["level"] == level.name]
+def nmf_answers(plan: LevelPlan, nmf: pd.DataFrame) -> tuple[list[str], dict[str, np.ndarray]]:
+    """The level's geocodes (ascending) and each query's noisy answers (geounits x cells)
+    from the NMF's rows (a pandas frame of ``nmf/``)."""
+    rows = nmf[nmf["level"] == plan.level]
     codes = sorted(rows["geocode"].unique())
     answers = {
         q.name: np.stack(
@@ -45,6 +46,13 @@ def level_inputs(config, nmf: pd.DataFrame, units: pd.DataFrame, truth: pd.DataF
         ).astype(np.float64)
         for q in plan.queries
     }
+    return codes, answers
+
+
+def level_inputs(config, nmf: pd.DataFrame, units: pd.DataFrame, truth: pd.DataFrame, level):
+    """One measured level: geocodes, own estimate and information, true totals."""
+    plan = level_plan(config, level.name)
+    codes, answers = nmf_answers(plan, nmf)
     unit_counts = (
         units.assign(code=units["geoid"].str[: level.length])
         .groupby(["code", "gqtype"])

@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from bench.total_bound import nmf_answers
 from das.fixtures.synthetic import write_synthetic_fixture
 from das.input.read import read_histograms
 from das.job.run import run_job
@@ -40,14 +41,7 @@ def subtree_run(spark, tmp_path_factory):
 def _own(config, nmf: pd.DataFrame, histograms: pd.DataFrame, level: str):
     """Each geounit's own combination (the family's code, one child per row)."""
     plan = level_plan(config, level)
-    rows = nmf[nmf["level"] == level]
-    codes = sorted(rows["geocode"].unique())
-    answers = {
-        q.name: np.stack(
-            rows[rows["query"] == q.name].set_index("geocode").loc[codes, "values"].to_numpy()
-        ).astype(np.float64)
-        for q in plan.queries
-    }
+    codes, answers = nmf_answers(plan, nmf)
     units = np.stack(histograms.set_index("geocode").loc[codes, "units"].to_numpy())
     groups, _, upper = facility_bounds(plan.schema, units)
     own, information = combined_information(plan, answers, None, allowed_cells(groups, upper))
