@@ -24,10 +24,11 @@ Everything here is post-processing of the NMF and the invariants.
 from __future__ import annotations
 
 import operator
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from functools import reduce
 
 import numpy as np
+import pandas as pd
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -45,11 +46,13 @@ from das.postprocess.family import (
     query_share,
 )
 from das.spec.config import Config
+from das.spec.geography import Level
 
 #: Per NMF row: its geounit, its share of the inverse-variance combination, whether the
 #: geounit has no cell left (known to hold 0).
 ROW_SCHEMA = pa.schema(
     [
+        pa.field("level", pa.string()),
         pa.field("geocode", pa.string()),
         pa.field("weighted", pa.float64()),
         pa.field("weight", pa.float64()),
@@ -104,6 +107,7 @@ def row_shares(plan: LevelPlan, batch: pa.RecordBatch) -> pa.RecordBatch:
     dead = ~np.asarray(live.any(axis=1))[which]
     return pa.RecordBatch.from_arrays(
         [
+            pa.array(np.full(n, plan.level, dtype=object), pa.string()),
             batch.column("geocode").cast(pa.string()),
             pa.array(weighted),
             pa.array(weight),
@@ -113,62 +117,73 @@ def row_shares(plan: LevelPlan, batch: pa.RecordBatch) -> pa.RecordBatch:
     )
 
 
-def own_totals(config: Config, nmf: DataFrame, histograms: LevelHistograms) -> DataFrame:
-    """geocode, own (the inverse-variance combination of its queries' live sums), information
-    (its inverse variance), dead (no cell left: the total is 0)."""
-    plan = level_plan(config, histograms.level.name)
+def _masks(histograms: LevelHistograms) -> DataFrame:
+    """level, geocode, mask: the facility groups each geounit has a unit of, as bits."""
     bits = [F.when(F.col("units")[i] > 0, 1 << i).otherwise(0) for i in range(UNIT_TYPES)]
-    masks = histograms.frame.select("geocode", reduce(operator.add, bits).alias("mask"))
-    rows = nmf.filter(F.col("level") == plan.level).select("geocode", "query", "values")
+    return histograms.frame.select(
+        F.lit(histograms.level.name).alias("level"),
+        "geocode",
+        reduce(operator.add, bits).alias("mask"),
+    )
+
+
+def own_totals(
+    config: Config,
+    nmf: DataFrame,
+    histograms: Mapping[str, LevelHistograms],
+    levels: Sequence[Level],
+) -> DataFrame:
+    """level, geocode, own (the inverse-variance combination of its queries' live sums),
+    information (its inverse variance), dead (no cell left: the total is 0) of every
+    geounit of ``levels``, from one pass over their NMF rows."""
+    plans = {level.name: level_plan(config, level.name) for level in levels}
+    masks = reduce(DataFrame.unionByName, [_masks(histograms[name]) for name in plans])
+    rows = nmf.filter(F.col("level").isin(list(plans))).select(
+        "level", "geocode", "query", "values"
+    )
 
     def shares(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
-            yield row_shares(plan, batch)
+            names = batch.column("level").to_numpy(zero_copy_only=False)
+            for name, plan in plans.items():
+                rows = np.flatnonzero(names == name)
+                if rows.size:
+                    yield row_shares(plan, batch.take(pa.array(rows)))
 
+    information = F.sum("weight")
     return (
-        rows.join(F.broadcast(masks), "geocode", "inner")
+        rows.join(F.broadcast(masks), ["level", "geocode"], "inner")
         .mapInArrow(shares, from_arrow_schema(ROW_SCHEMA))
-        .groupBy("geocode")
+        .groupBy("level", "geocode")
         .agg(
-            F.sum("weighted").alias("weighted"),
-            F.sum("weight").alias("information"),
+            F.when(information > 0, F.sum("weighted") / information).otherwise(0.0).alias("own"),
+            information.alias("information"),
             F.max("dead").alias("dead"),
-        )
-        .select(
-            "geocode",
-            F.when(F.col("information") > 0, F.col("weighted") / F.col("information"))
-            .otherwise(0.0)
-            .alias("own"),
-            "information",
-            "dead",
         )
     )
 
 
-def combine(own: DataFrame, below: DataFrame | None) -> DataFrame:
-    """geocode, estimate (z), variance (Z): each geounit's own combination with its
-    subtree's (module doc)."""
+def combine(
+    own: np.ndarray, information: np.ndarray, dead: np.ndarray, below: np.ndarray | None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Each geounit's estimate z and variance Z from its own combination and its
+    subtree's (``below``: rows of (b, B), NaN where it has none; module doc)."""
     if below is None:
-        frame = own.withColumn(BELOW, F.lit(0.0)).withColumn(
-            BELOW_VARIANCE, F.lit(None).cast("double")
-        )
-    else:
-        frame = own.join(below, "geocode", "left")
-    information = F.col("information") + F.when(
-        F.col(BELOW_VARIANCE) > 0, 1.0 / F.col(BELOW_VARIANCE)
-    ).otherwise(0.0)
-    exact_below = F.col(BELOW_VARIANCE).isNotNull() & (F.col(BELOW_VARIANCE) == 0)
-    estimate = (
-        F.col("own") * F.col("information")
-        + F.when(F.col(BELOW_VARIANCE) > 0, F.col(BELOW) / F.col(BELOW_VARIANCE)).otherwise(0.0)
-    ) / information
-    return frame.select(
-        "geocode",
-        F.when(F.col("dead"), 0.0)
-        .when(exact_below, F.col(BELOW))
-        .otherwise(estimate)
-        .alias("estimate"),
-        F.when(F.col("dead") | exact_below, 0.0).otherwise(1.0 / information).alias("variance"),
+        below = np.full((len(own), 2), np.nan)
+    sums, variances = below[:, 0], below[:, 1]
+    has = np.isfinite(variances) & (variances > 0)
+    exact = dead | (np.isfinite(variances) & (variances == 0))
+    extra = np.divide(1.0, variances, out=np.zeros(len(own)), where=has)
+    total = information + extra
+    estimate = np.divide(
+        own * information + np.where(has, sums, 0.0) * extra,
+        total,
+        out=np.zeros(len(own)),
+        where=total > 0,
+    )
+    estimate = np.where(dead, 0.0, np.where(exact, sums, estimate))
+    return estimate, np.where(
+        exact, 0.0, np.divide(1.0, total, out=np.zeros(len(own)), where=total > 0)
     )
 
 
@@ -176,30 +191,66 @@ def below_totals(
     spark: SparkSession, config: Config, nmf: DataFrame, histograms: Mapping[str, LevelHistograms]
 ) -> dict[str, DataFrame]:
     """(geocode, below, below_variance) of every geounit of each level that
-    ``total_pass_levels`` names and that has children, computed bottom-up; each level's rows
-    are gathered on the driver (one per geounit above the lowest level)."""
+    ``total_pass_levels`` names and that has children, computed bottom-up.
+
+    One Spark action: every level's own combinations, the lowest level's already summed to
+    its parents (it can be the U.S.'s 8 million blocks), the others gathered on the driver
+    (a row per geounit), where the few levels are combined and summed upward in numpy."""
     wanted = set(total_pass_levels(config))
     if not wanted:
         return {}
     levels = config.geography.levels
     names = [level.name for level in levels]
     top = min(names.index(name) for name in wanted)
-    found: dict[str, DataFrame] = {}
-    below: DataFrame | None = None
-    for index in range(len(levels) - 1, top, -1):  # from the lowest level up
-        child, parent = levels[index], levels[index - 1]
-        estimates = combine(own_totals(config, nmf, histograms[child.name]), below)
-        sums = (
-            with_parent(estimates, histograms[child.name], parent)
-            .groupBy(F.col("parent").alias("geocode"))
-            .agg(F.sum("estimate").alias(BELOW), F.sum("variance").alias(BELOW_VARIANCE))
+    measured = levels[top + 1 :]  # whose own totals are summed into their parents'
+    if not measured:
+        return {}
+    own = own_totals(config, nmf, histograms, measured)
+    parts = []
+    for index, level in enumerate(measured):
+        frame = with_parent(
+            own.filter(F.col("level") == level.name), histograms[level.name], levels[top + index]
         )
-        table = sums.toArrow()
-        below = spark.createDataFrame(table.to_pandas()) if table.num_rows else None
-        if below is not None:
-            below = below.select(
-                "geocode", F.col(BELOW).cast("double"), F.col(BELOW_VARIANCE).cast("double")
+        if index < len(measured) - 1:
+            parts.append(frame.select("level", "geocode", "parent", "own", "information", "dead"))
+            continue
+        variance = F.when(F.col("information") > 0, 1.0 / F.col("information")).otherwise(0.0)
+        leaves = frame.groupBy("parent").agg(
+            F.sum(F.when(F.col("dead"), 0.0).otherwise(F.col("own"))).alias("own"),
+            F.sum(variance).alias("information"),  # here: the children's summed variance
+        )
+        parts.append(
+            leaves.select(
+                F.lit(levels[top + index].name).alias("level"),
+                F.col("parent").alias("geocode"),
+                F.lit(None).cast("string").alias("parent"),
+                "own",
+                "information",
+                F.lit(None).cast("boolean").alias("dead"),
             )
-        if parent.name in wanted and below is not None:
-            found[parent.name] = below
-    return found
+        )
+    table = reduce(DataFrame.unionByName, parts).toArrow().to_pandas()
+    sums: dict[str, pd.DataFrame] = {}
+    lowest_parent = levels[top + len(measured) - 1].name
+    lowest = table[table["dead"].isna() & (table["level"] == lowest_parent)]
+    sums[lowest_parent] = lowest.set_index("geocode")[["own", "information"]].set_axis(
+        [BELOW, BELOW_VARIANCE], axis=1
+    )
+    for level in reversed(measured[:-1]):
+        rows = table[(table["level"] == level.name) & table["dead"].notna()].sort_values("geocode")
+        below = sums[level.name].reindex(rows["geocode"]).to_numpy() if level.name in sums else None
+        z, var = combine(
+            rows["own"].to_numpy(),
+            rows["information"].to_numpy(),
+            rows["dead"].to_numpy(dtype=bool),
+            below,
+        )
+        summed = pd.DataFrame({"parent": rows["parent"].to_numpy(), BELOW: z, BELOW_VARIANCE: var})
+        sums[levels[names.index(level.name) - 1].name] = summed.groupby("parent").sum()
+    return {
+        name: spark.createDataFrame(
+            frame.rename_axis("geocode").reset_index()[["geocode", BELOW, BELOW_VARIANCE]]
+        )
+        for name, frame in sums.items()
+        if name in wanted and len(frame)
+    }
