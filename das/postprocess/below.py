@@ -44,6 +44,7 @@ from das.postprocess.family import (
     live_rows,
     partitions,
     query_share,
+    subtree_combination,
 )
 from das.spec.config import Config
 from das.spec.geography import Level
@@ -163,30 +164,6 @@ def own_totals(
     )
 
 
-def combine(
-    own: np.ndarray, information: np.ndarray, dead: np.ndarray, below: np.ndarray | None
-) -> tuple[np.ndarray, np.ndarray]:
-    """Each geounit's estimate z and variance Z from its own combination and its
-    subtree's (``below``: rows of (b, B), NaN where it has none; module doc)."""
-    if below is None:
-        below = np.full((len(own), 2), np.nan)
-    sums, variances = below[:, 0], below[:, 1]
-    has = np.isfinite(variances) & (variances > 0)
-    exact = dead | (np.isfinite(variances) & (variances == 0))
-    extra = np.divide(1.0, variances, out=np.zeros(len(own)), where=has)
-    total = information + extra
-    estimate = np.divide(
-        own * information + np.where(has, sums, 0.0) * extra,
-        total,
-        out=np.zeros(len(own)),
-        where=total > 0,
-    )
-    estimate = np.where(dead, 0.0, np.where(exact, sums, estimate))
-    return estimate, np.where(
-        exact, 0.0, np.divide(1.0, total, out=np.zeros(len(own)), where=total > 0)
-    )
-
-
 def below_totals(
     spark: SparkSession, config: Config, nmf: DataFrame, histograms: Mapping[str, LevelHistograms]
 ) -> dict[str, DataFrame]:
@@ -239,7 +216,7 @@ def below_totals(
     for level in reversed(measured[:-1]):
         rows = table[(table["level"] == level.name) & table["dead"].notna()].sort_values("geocode")
         below = sums[level.name].reindex(rows["geocode"]).to_numpy() if level.name in sums else None
-        z, var = combine(
+        z, var = subtree_combination(
             rows["own"].to_numpy(),
             rows["information"].to_numpy(),
             rows["dead"].to_numpy(dtype=bool),

@@ -194,26 +194,42 @@ def query_share(
     return weight * np.where(rows, answers, 0.0).sum(axis=1), weight
 
 
+def subtree_combination(
+    own: np.ndarray, information: np.ndarray, dead: np.ndarray, below: np.ndarray | None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Each geounit's estimate z and variance Z from its own combination (``own``, its
+    ``information``; ``dead``: no cell left, so 0 exactly) and its subtree's (``below``:
+    rows of (b, B), NaN where it has none): z = (t w + b / B) / (w + 1 / B),
+    1 / Z = w + 1 / B; exact (Z = 0) where B = 0 (``das.postprocess.below``)."""
+    if below is None:
+        below = np.full((len(own), 2), np.nan)
+    sums, variances = below[:, 0], below[:, 1]
+    has = np.isfinite(variances) & (variances > 0)
+    exact = dead | (np.isfinite(variances) & (variances == 0))
+    extra = np.divide(1.0, variances, out=np.zeros(len(own)), where=has)
+    total = information + extra
+    estimate = np.divide(
+        own * information + np.where(has, sums, 0.0) * extra,
+        total,
+        out=np.zeros(len(own)),
+        where=total > 0,
+    )
+    estimate = np.where(dead, 0.0, np.where(exact, sums, estimate))
+    return estimate, np.where(
+        exact, 0.0, np.divide(1.0, total, out=np.zeros(len(own)), where=total > 0)
+    )
+
+
 def with_below(
     own: np.ndarray, information: np.ndarray, below: Below
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Each child's own estimate combined with its subtree's (``das.postprocess.below``):
+    """Each child's own estimate combined with its subtree's (``subtree_combination``):
     the estimate, and each child's weight in the fit (its information, scaled to at most
-    1). A child known exactly from below (variance 0: nobody can live there) gets the
-    largest weight of the others: its bounds hold it anyway."""
-    sums, variances = below
-    has = np.isfinite(variances) & (variances > 0)
-    exact = np.isfinite(variances) & (variances == 0)
-    extra = np.divide(1.0, variances, out=np.zeros_like(own), where=has)
-    total_information = information + extra
-    estimate = np.divide(
-        own * information + np.where(has, sums, 0.0) * extra,
-        total_information,
-        out=np.zeros_like(own),
-        where=total_information > 0,
-    )
-    estimate = np.where(exact, sums, estimate)
-    weights = np.where(exact | (total_information <= 0), np.nan, total_information)
+    1). A child known exactly (variance 0: nobody can live there), or known by nothing,
+    gets the largest weight of the others: its bounds hold it anyway."""
+    dead = np.zeros(len(own), dtype=bool)  # no own information may still have a subtree
+    estimate, variance = subtree_combination(own, information, dead, np.column_stack(below))
+    weights = np.divide(1.0, variance, out=np.full(len(own), np.nan), where=variance > 0)
     top = np.nanmax(weights) if np.isfinite(weights).any() else 1.0
     return estimate, np.where(np.isnan(weights), top, weights) / top
 
@@ -246,8 +262,7 @@ def _pass_problem(
     if variances is not None:
         child_weights, row_weights = blue_weights(variances, pass_queries)
         measurements = tuple(
-            Measurement(q, by_name[q].matrix, 1.0, answers[q], row_weights[q])
-            for q in pass_queries
+            Measurement(q, by_name[q].matrix, 1.0, answers[q], row_weights[q]) for q in pass_queries
         )
     else:
         # Dividing every weight of the pass by the largest leaves the minimiser unchanged and
