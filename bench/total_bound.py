@@ -5,7 +5,7 @@
 The tree-wide best linear unbiased estimate of the total with the known zeros left out
 (structural zeros, facility types without a unit: ``das.postprocess.below``) and the
 state totals exact, in numpy: bottom-up (each geounit's own combination of its queries'
-sums, ``family.combined_information``, with its children's, ``family.with_below``), then
+sums, ``family.combined_information``, with its children's, ``family.subtree_combination``), then
 top-down. Its variance F per geounit gives the expected MAE of that estimate,
 mean(sqrt(2 F / pi)) (a normal error), which no linear unbiased use of these measurements
 beats; the protected output can, a little, with what is not linear (the parent's zeros,
@@ -28,7 +28,7 @@ from das.postprocess.family import (
     combined_information,
     facility_bounds,
     level_plan,
-    with_below,
+    subtree_combination,
 )
 from das.spec.config import load_config
 
@@ -88,11 +88,9 @@ def bound(run: str, input_dir: str, config_path: str) -> pd.DataFrame:
         dead = information == 0
         if level.name == config.total_invariant_level:
             z, Z = true.astype(np.float64), np.zeros(len(codes))  # exact
-        elif below is None:
-            z, Z = own, np.divide(1.0, information, out=np.zeros(len(codes)), where=~dead)
         else:
-            z, _ = with_below(own, information, below)
-            Z = np.divide(1.0, information + 1 / below[1], out=np.zeros(len(codes)), where=~dead)
+            pairs = None if below is None else np.column_stack(below)
+            z, Z = subtree_combination(own, information, dead, pairs)
         ups.append((codes, z, Z, true))
         if level is not levels[0]:
             parent = pd.Series([c[: levels[levels.index(level) - 1].length] for c in codes])

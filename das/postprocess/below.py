@@ -40,6 +40,8 @@ from das.postprocess.family import (
     BELOW,
     BELOW_VARIANCE,
     LevelPlan,
+    allowed_cells,
+    facility_bounds,
     level_plan,
     live_rows,
     partitions,
@@ -76,18 +78,19 @@ def total_pass_levels(config: Config) -> list[str]:
 
 def live_cells(plan: LevelPlan, masks: np.ndarray) -> np.ndarray:
     """(masks, cells): cells that can hold someone in a geounit whose facility groups with a
-    unit are the bits of each mask (every group when the schema has no facility)."""
-    schema = plan.schema
-    live = np.broadcast_to(~schema.structural_zero_mask, (masks.size, schema.size)).copy()
-    if schema.facility_attribute is not None:
-        axis = schema.axis(schema.facility_attribute)
-        groups = schema.cell_codes(np.arange(schema.size))[:, axis]
-        live &= ((masks[:, None] >> groups[None, :]) & 1).astype(bool)
-    return live
+    unit are the bits of each mask (every group when the schema has no facility): the
+    family's rule (``facility_bounds``, ``allowed_cells``) on one unit per set bit."""
+    units = (masks[:, None] >> np.arange(UNIT_TYPES)[None, :]) & 1
+    groups, _, upper = facility_bounds(plan.schema, units)
+    allowed = allowed_cells(groups, upper)
+    live = ~plan.schema.structural_zero_mask[None, :]
+    return (
+        np.broadcast_to(live, (masks.size, live.size)).copy() if allowed is None else live & allowed
+    )
 
 
 def row_shares(plan: LevelPlan, batch: pa.RecordBatch) -> pa.RecordBatch:
-    """Each NMF row's part of its geounit's own combination (``family.combined_totals``
+    """Each NMF row's part of its geounit's own combination (``family.combined_information``
     without the parent's zeros): weight w_q / (live rows) and that weight times the sum of
     the live rows' noisy answers; queries that do not partition the cells give 0."""
     n = batch.num_rows

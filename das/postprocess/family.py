@@ -123,16 +123,6 @@ def facility_bounds(schema: Schema, units: np.ndarray) -> Bounds:
     return groups, lower, upper
 
 
-def combined_totals(
-    plan: LevelPlan,
-    answers: dict[str, np.ndarray],
-    parent: np.ndarray | None,
-    allowed: np.ndarray | None = None,
-) -> np.ndarray:
-    """Each child's total estimated from every measured query (``combined_information``)."""
-    return combined_information(plan, answers, parent, allowed)[0]
-
-
 def combined_information(
     plan: LevelPlan,
     answers: dict[str, np.ndarray],

@@ -11,7 +11,7 @@ import pytest
 from das.errors import InternalError
 from das.postprocess.family import (
     allowed_cells,
-    combined_totals,
+    combined_information,
     facility_bounds,
     family_rows,
     family_table,
@@ -75,14 +75,14 @@ def test_combined_totals_are_exact_without_noise_and_ignore_rows_known_to_be_zer
     plan, truth, _, _ = _family(seed=5)
     parent = truth.sum(axis=0)
     answers = _exact_answers(plan, truth)
-    assert np.allclose(combined_totals(plan, answers, parent), truth.sum(axis=1))
+    assert np.allclose(combined_information(plan, answers, parent)[0], truth.sum(axis=1))
     # A detailed cell the parent has at zero is known to be zero in every child: noise
     # there must not reach the estimate (with it, the estimate would move by ~1e6 x weight).
     dead = np.flatnonzero((parent == 0) & ~plan.schema.structural_zero_mask)[0]
     answers["detailed"][:, dead] += 1e6
-    assert np.allclose(combined_totals(plan, answers, parent), truth.sum(axis=1))
+    assert np.allclose(combined_information(plan, answers, parent)[0], truth.sum(axis=1))
     # Without the parent (the root) nothing but structural zeros is known: the noise counts.
-    assert not np.allclose(combined_totals(plan, answers, None), truth.sum(axis=1))
+    assert not np.allclose(combined_information(plan, answers, None)[0], truth.sum(axis=1))
 
 
 def test_combined_totals_ignore_facility_types_a_child_has_no_unit_of():
@@ -98,8 +98,8 @@ def test_combined_totals_ignore_facility_types_a_child_has_no_unit_of():
     child = np.flatnonzero(units[:, kind] == 0)[0]  # has no facility of this type; others do
     row = hhgq.cell_map[np.flatnonzero(groups == kind)[0]]
     answers["hhgq"][child, row] += 1e6
-    assert np.allclose(combined_totals(plan, answers, parent, allowed), truth.sum(axis=1))
-    assert not np.allclose(combined_totals(plan, answers, parent), truth.sum(axis=1))
+    assert np.allclose(combined_information(plan, answers, parent, allowed)[0], truth.sum(axis=1))
+    assert not np.allclose(combined_information(plan, answers, parent)[0], truth.sum(axis=1))
 
 
 def test_combined_totals_have_the_inverse_variance_of_all_query_sums():
@@ -116,7 +116,7 @@ def test_combined_totals_have_the_inverse_variance_of_all_query_sums():
         sigma = np.sqrt(1.0 / plan.weights[q.name])
         answers[q.name] = (q.matrix @ truth.T).T + rng.normal(0.0, sigma, (replicates, q.size))
         inverse += plan.weights[q.name] / int(((q.matrix @ live) > 0).sum())
-    estimate = combined_totals(plan, answers, parent)
+    estimate = combined_information(plan, answers, parent)[0]
     assert abs(estimate.mean() - truth[0].sum()) < 4 * np.sqrt(1.0 / inverse / replicates)
     assert estimate.var() == pytest.approx(1.0 / inverse, rel=0.1)
     assert 1.0 / inverse < 0.9 / plan.weights["total"]
