@@ -12,6 +12,10 @@ sees a partial file, and a retried or speculative task replaces its own group's 
 name is the group's, not the attempt's): the same files, by name and bytes, however the
 tasks ran. The driver writes ``_SUCCESS`` last, after removing any temporary file a failed
 attempt left.
+
+Between the two passes, each bottom-up task keeps its group's rows of the NMF in the same
+directory (an Arrow IPC file, hidden and temporary), where the group's top-down task reads
+them: the NMF is then scanned and shuffled once, not once per pass. ``finish`` removes them.
 """
 
 from __future__ import annotations
@@ -28,6 +32,9 @@ import pyarrow.parquet as pq
 #: A group's file, by its group's number; the driver's rows of the levels above the split.
 PART = "part-{:05d}.parquet"
 ABOVE = "part-above.parquet"
+
+#: A group's rows of the NMF, kept by its bottom-up task for its top-down task.
+KEPT = ".group-{:05d}.kept.tmp"
 
 #: Hadoop's names for S3 that pyarrow knows as ``s3``.
 S3_SCHEMES = ("s3a", "s3n")
@@ -72,8 +79,29 @@ def write_file(
     return rows
 
 
+def keep_rows(target: Target, group: int, table: pa.Table) -> None:
+    """Keep a group's rows (LZ4-compressed Arrow IPC) under a name that is the group's,
+    moved into place whole, so a retried task replaces them and a reader never sees a part."""
+    fs, path = target.open()
+    temporary = f"{path}/.{uuid.uuid4().hex}.tmp"
+    options = pa.ipc.IpcWriteOptions(compression="lz4")
+    with (
+        fs.open_output_stream(temporary) as sink,
+        pa.ipc.new_file(sink, table.schema, options=options) as writer,
+    ):
+        writer.write_table(table)
+    fs.move(temporary, f"{path}/{KEPT.format(group)}")
+
+
+def kept_rows(target: Target, group: int) -> pa.Table:
+    """The rows ``keep_rows`` kept for ``group``."""
+    fs, path = target.open()
+    with fs.open_input_file(f"{path}/{KEPT.format(group)}") as source:
+        return pa.ipc.open_file(source).read_all()
+
+
 def finish(target: Target) -> None:
-    """Remove what failed attempts left, then mark the directory complete."""
+    """Remove the kept rows and what failed attempts left, then mark the directory complete."""
     fs, path = target.open()
     for info in fs.get_file_info(pafs.FileSelector(path)):
         if info.base_name.startswith(".") and info.base_name.endswith(".tmp"):

@@ -6,12 +6,14 @@ two passes run in one Spark task (``das.estimate.subtree``); the levels above it
 thousand geounits even for the U.S., run on the driver in between. In order:
 
 1. the bottom-up pass of every subtree (Spark), which returns its root's subtree
-   estimate;
+   estimate, its task keeping its group's rows of the NMF for step 3;
 2. on the driver, the bottom-up pass of the levels above from those, and the top-down
    pass down to the roots, which gives each root's full estimate;
 3. the top-down pass of every subtree from its root's full estimate (Spark): each
-   group's task writes its file of ``estimates/`` (``das.estimate.files``), beside the
-   driver's file of the levels above.
+   group's task reads the rows kept for it and writes its file of ``estimates/``
+   (``das.estimate.files``), beside the driver's file of the levels above.
+   Where pyarrow cannot open the output, Spark writes the rows, and the NMF is
+   scanned and shuffled again for this pass.
 
 The split level is the highest whose largest subtree has at most ``max_blocks`` blocks,
 so a task's memory is bounded whatever the tree: for the U.S. that is the county, or the
@@ -33,7 +35,7 @@ from pyspark.sql.pandas.types import from_arrow_schema
 
 from das.errors import InternalError, UserError
 from das.estimate.basis import Basis, schema_basis
-from das.estimate.files import ABOVE, arrow_target, finish, write_file
+from das.estimate.files import ABOVE, Target, arrow_target, finish, write_file
 from das.estimate.read import check_sums, exact_totals, parents
 from das.estimate.subtree import (
     EXACT,
@@ -127,12 +129,13 @@ def subtree_frame(
     return frame.select(*ROW_COLUMNS)
 
 
-def bottom_up(rows: DataFrame, plan: Plan) -> pa.Table:
+def bottom_up(rows: DataFrame, plan: Plan, keep: Target | None = None) -> pa.Table:
     """Every subtree's root's subtree estimate, the roots in ascending order; the first
-    user's error a subtree raised, raised here."""
+    user's error a subtree raised, raised here. With ``keep``, each group's rows are
+    kept there for the top-down pass."""
     ups = (
         rows.groupBy("group")
-        .applyInArrow(up_rows(plan), from_arrow_schema(UP_SCHEMA))
+        .applyInArrow(up_rows(plan, keep), from_arrow_schema(UP_SCHEMA))
         .toArrow()
         .sort_by("root")
     )
@@ -233,21 +236,20 @@ def estimate_output(
         groups,
     )
     rows = subtree_frame(nmf, invariants, plan, groups)
-    ups = bottom_up(rows, plan)
+    path = f"{root}/estimates"
+    target = arrow_target(qualified(spark, path))
+    ups = bottom_up(rows, plan, target)
     roots = np.asarray(ups["root"].to_pylist(), dtype=object)
     found = above(nmf, invariants, plan, ups, roots)
     mode = RunMode.of(config.seed)
     schema = arrow_schema(mode)
     top = spark.createDataFrame(tops(roots, found.estimates[-1]))
-    groups_of = rows.groupBy("group").cogroup(
-        top.withColumn("group", group_of(F.col("root"), groups)).groupBy("group")
-    )
-    path = f"{root}/estimates"
+    top = top.withColumn("group", group_of(F.col("root"), groups))
     summaries = _summaries(config, found, ups)
     upper = _upper_rows(plan, basis, found, schema) if plan.split else None
-    target = arrow_target(qualified(spark, path))
     if target is None:  # a file system only Spark knows: Spark writes the rows
         log.info("estimates: written by Spark (pyarrow cannot open %s)", path)
+        groups_of = rows.groupBy("group").cogroup(top.groupBy("group"))
         frame = groups_of.applyInArrow(estimate_rows(plan, schema), ESTIMATES_SCHEMA)
         if upper is not None:
             frame = spark.createDataFrame(upper, schema=ESTIMATES_SCHEMA).unionByName(frame)
@@ -255,9 +257,11 @@ def estimate_output(
             path
         )
     else:
-        written = groups_of.applyInArrow(
-            written_rows(plan, schema, target), from_arrow_schema(WRITTEN_SCHEMA)
-        ).toArrow()
+        written = (
+            top.groupBy("group")
+            .applyInArrow(written_rows(plan, schema, target), from_arrow_schema(WRITTEN_SCHEMA))
+            .toArrow()
+        )
         expected = sum(level.rows for level in summaries[plan.split :])
         count = int(pc.sum(written["rows"]).as_py() or 0)
         if count != expected:  # every geounit and query below the cut, once

@@ -147,8 +147,8 @@ def test_estimates_are_not_marked_complete_unless_every_row_was_written(
     def one_short(plan, schema, target):
         run = written(plan, schema, target)
 
-        def short(table, top):
-            out = run(table, top)
+        def short(top):
+            out = run(top)
             return out.set_column(2, "rows", pc.subtract(out["rows"], 1))
 
         return short
