@@ -173,9 +173,10 @@ def below_totals(
     """(geocode, below, below_variance) of every geounit of each level that
     ``total_pass_levels`` names and that has children, computed bottom-up.
 
-    One Spark action: every level's own combinations, the lowest level's already summed to
-    its parents (it can be the U.S.'s 8 million blocks), the others gathered on the driver
-    (a row per geounit), where the few levels are combined and summed upward in numpy."""
+    One pass over the NMF gives every level's own combinations, kept by Spark; then one
+    action gathers them on the driver, the lowest level's already summed to its parents
+    (it can be the U.S.'s 8 million blocks), the others a row per geounit, where the few
+    levels are combined and summed upward in numpy."""
     wanted = set(total_pass_levels(config))
     if not wanted:
         return {}
@@ -185,7 +186,10 @@ def below_totals(
     measured = levels[top + 1 :]  # whose own totals are summed into their parents'
     if not measured:
         return {}
-    own = own_totals(config, nmf, histograms, measured)
+    # Computed once and kept: each level's branch below reads it, and Spark would
+    # otherwise repeat the pass over the NMF (and build the masks) once per branch.
+    own = own_totals(config, nmf, histograms, measured).persist()
+    own.count()
     parts = []
     for index, level in enumerate(measured):
         frame = with_parent(
@@ -210,6 +214,7 @@ def below_totals(
             )
         )
     table = reduce(DataFrame.unionByName, parts).toArrow().to_pandas()
+    own.unpersist()
     sums: dict[str, pd.DataFrame] = {}
     lowest_parent = levels[top + len(measured) - 1].name
     lowest = table[table["dead"].isna() & (table["level"] == lowest_parent)]
