@@ -239,8 +239,10 @@ def estimate_output(
     path = f"{root}/estimates"
     target = arrow_target(qualified(spark, path))
     ups = bottom_up(rows, plan, target)
+    log.info("estimate: bottom-up pass of %d subtrees done", ups.num_rows)
     roots = np.asarray(ups["root"].to_pylist(), dtype=object)
     found = above(nmf, invariants, plan, ups, roots)
+    log.info("estimate: levels above the subtrees done; top-down pass and files")
     mode = RunMode.of(config.seed)
     schema = arrow_schema(mode)
     top = spark.createDataFrame(tops(roots, found.estimates[-1]))
