@@ -239,22 +239,13 @@ def busy_workers(cluster: standalone.Cluster, job: Job, phase: str) -> list[int]
         return []
 
 
-def test_the_cluster_writes_the_same_bytes_as_local(
-    cluster, submit, demo_input, demo_run, tmp_path
-):
-    """demo_run (tests/conftest.py) is the undisturbed reference: the same job on local[2]."""
-    output = tmp_path / "run"
-    job = submit(cluster.url, demo_input, output)
-    assert job.finish() == 0, job.log
-    for part in ("mdf", "nmf"):
-        files = data_files(output / part)
-        assert any(name.endswith(".parquet") for name, _ in files)
-        assert files == data_files(demo_run / part), part
-
-
 def test_lost_workers_during_measure_and_solve_do_not_change_the_output(
     cluster, submit, demo_input, demo_run, tmp_path
 ):
+    """The cluster writes the same bytes as local[2] (demo_run, tests/conftest.py, the same
+    job undisturbed), even with a worker lost in the measurement and another in the block
+    level. A separate undisturbed cluster run would check nothing more and cost CI about
+    85 s."""
     output = tmp_path / "run"
     job = submit(cluster.url, demo_input, output)
     killed = []
@@ -275,7 +266,9 @@ def test_lost_workers_during_measure_and_solve_do_not_change_the_output(
     # the driver saw both executors go (Spark logs "Lost executor N on HOST: worker lost")
     assert len(set(re.findall(r"Lost executor (\d+) on", job.log))) == 2, job.log
     for part in ("mdf", "nmf"):
-        assert data_files(output / part) == data_files(demo_run / part), part
+        files = data_files(output / part)
+        assert any(name.endswith(".parquet") for name, _ in files)
+        assert files == data_files(demo_run / part), part
 
 
 def _kill_mid_level_and_resume(
@@ -306,7 +299,7 @@ def test_killed_driver_resumes_in_production_mode(cluster, submit, demo_input, t
 
     The same kill and resume in test mode (where the resumed output must also equal the
     undisturbed one) is tests/system/test_job.py's, on local[2]: on the cluster it would add
-    ~2.5 minutes to CI and test nothing the two cluster tests here do not.
+    ~2.5 minutes to CI and test nothing the tests here do not.
     """
     output = tmp_path / "run"
     _kill_mid_level_and_resume(

@@ -9,7 +9,6 @@ import pandas as pd
 import pytest
 
 from bench.total_bound import nmf_answers
-from das.fixtures.synthetic import write_synthetic_fixture
 from das.input.read import read_histograms
 from das.job.run import run_job
 from das.output.validate import validate_run
@@ -24,18 +23,15 @@ from das.postprocess.family import (
 from das.privacy.measure import read_nmf
 from das.spec.config import load_config
 from tests.conftest import ROOT
+from tests.helpers import DEMO_SEED
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 DEMO = ROOT / "configs" / "demo.toml"
 
 
-@pytest.fixture(scope="module")
-def subtree_run(spark, tmp_path_factory):
-    directory = tmp_path_factory.mktemp("subtree_totals")
-    write_synthetic_fixture(2000, directory / "input", seed=5, counties=2)
-    config = load_config(DEMO, overrides=["spark.shuffle_partitions=2"], seed=6)
-    run_job(config, str(directory / "input"), str(directory / "out"), spark=spark)
-    return config, directory
+def _demo_config(*overrides: str):
+    """The shared demo job's configuration (tests/helpers.py's demo_job_args)."""
+    return load_config(DEMO, overrides=["spark.shuffle_partitions=2", *overrides], seed=DEMO_SEED)
 
 
 def _own(config, nmf: pd.DataFrame, histograms: pd.DataFrame, level: str):
@@ -48,12 +44,13 @@ def _own(config, nmf: pd.DataFrame, histograms: pd.DataFrame, level: str):
     return codes, own, information
 
 
-def test_the_bottom_up_pass_sums_every_childs_combination(spark, subtree_run):
-    config, directory = subtree_run
-    histograms = read_histograms(spark, config, str(directory / "input"))
-    found = below_totals(spark, config, read_nmf(spark, str(directory / "out" / "nmf")), histograms)
+def test_the_bottom_up_pass_sums_every_childs_combination(spark, demo_input, demo_run):
+    """On the shared demo run (tests/conftest.py), read only."""
+    config = _demo_config()
+    histograms = read_histograms(spark, config, str(demo_input))
+    found = below_totals(spark, config, read_nmf(spark, str(demo_run / "nmf")), histograms)
     assert set(found) == set(total_pass_levels(config)[:-1])  # not the lowest level
-    nmf = pd.read_parquet(directory / "out" / "nmf")
+    nmf = pd.read_parquet(demo_run / "nmf")
     levels = config.geography.levels
     below: pd.DataFrame | None = None
     for index in range(len(levels) - 1, 0, -1):
@@ -84,18 +81,18 @@ def test_the_bottom_up_pass_sums_every_childs_combination(spark, subtree_run):
         assert np.allclose(below["below_variance"], expected["v"])
 
 
-def test_runs_with_and_without_subtree_totals_meet_every_constraint(spark, subtree_run):
-    config, directory = subtree_run
-    assert config.file.postprocess.subtree_totals  # the default
-    assert validate_run(spark, str(directory / "input"), str(directory / "out")) == []
-    own = load_config(
-        DEMO, overrides=["spark.shuffle_partitions=2", "postprocess.subtree_totals=false"], seed=6
-    )
-    run_job(own, str(directory / "input"), str(directory / "own"), spark=spark)
-    assert validate_run(spark, str(directory / "input"), str(directory / "own")) == []
+def test_runs_with_and_without_subtree_totals_meet_every_constraint(
+    spark, demo_input, demo_run, tmp_path
+):
+    """The shared demo run has the option (the default) and was validated by its job before
+    it exited 0; the same job without it is run here."""
+    assert _demo_config().file.postprocess.subtree_totals  # the default
+    own = _demo_config("postprocess.subtree_totals=false")
+    run_job(own, str(demo_input), str(tmp_path / "own"), spark=spark)
+    assert validate_run(spark, str(demo_input), str(tmp_path / "own")) == []
     tract = {
-        name: pd.read_parquet(directory / name / "levels" / "tract").set_index("geocode")
-        for name in ("out", "own")
+        name: pd.read_parquet(directory / "levels" / "tract").set_index("geocode")
+        for name, directory in (("out", demo_run), ("own", tmp_path / "own"))
     }
     totals = {name: frame["counts"].apply(sum) for name, frame in tract.items()}
     assert totals["out"].sum() == totals["own"].sum()  # the same invariant state totals
