@@ -109,7 +109,7 @@ class TreeSampler(RssSampler):
     is found again only every TREE_SECONDS; each sample reads just the known processes. CPU
     seconds are those of every live process plus the reaped children of each (a Python
     worker that exited counts in its parent's children times once reaped), less the
-    sampler's own.
+    sampler's own when it samples its own process's tree.
     """
 
     def __init__(self, pid: int) -> None:
@@ -118,6 +118,7 @@ class TreeSampler(RssSampler):
         self.own_cpu = 0.0
         self._known: dict[int, tuple[psutil.Process, bool]] = {}  # pid -> (process, is JVM)
         self._next_walk = 0.0
+        self._inside = pid == os.getpid()  # its own CPU is in the tree it samples
 
     def _tree(self) -> list[tuple[psutil.Process, bool]]:
         if time.monotonic() >= self._next_walk:
@@ -159,7 +160,7 @@ class TreeSampler(RssSampler):
             max(self.peaks.workers, workers),
         )
         self.own_cpu += time.thread_time() - began
-        self.series.append((time.time(), cpu - self.own_cpu, rss, largest))
+        self.series.append((time.time(), cpu - self.own_cpu * self._inside, rss, largest))
 
 
 class PhaseMarks(logging.Handler):

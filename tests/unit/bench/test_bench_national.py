@@ -102,28 +102,50 @@ def test_goals_apply_to_their_inputs_and_need_a_valid_run() -> None:
 
 
 def test_tree_sampler_sees_a_child_and_counts_cpu() -> None:
-    import os
+    import itertools
     import subprocess
     import sys
     import time
 
     from bench.bench_national import TreeSampler
 
-    code = (
-        "import time; x = bytearray(80_000_000); x[::4096] = b'1' * len(x[::4096]); time.sleep(5)"
+    # A tree of its own: the test process's tree holds the Spark of earlier tests, whose
+    # Python workers exit at any time (their CPU leaves the series until their parent reaps
+    # them), so its CPU series is not monotone.
+    child = (
+        "import time; x = bytearray(80_000_000); x[::4096] = b'1' * len(x[::4096]); time.sleep(60)"
     )
-    sampler = TreeSampler(os.getpid())
-    with sampler:
-        child = subprocess.Popen([sys.executable, "-c", code])
-        deadline = time.process_time() + 0.3
-        while time.process_time() < deadline:  # busy: CPU the series must see
-            pass
-        time.sleep(2.5)  # the tree is searched every second
-        child.kill()
-        child.wait()
+    parent = (
+        "import subprocess, sys, time\n"
+        f"child = subprocess.Popen([sys.executable, '-c', {child!r}])\n"
+        "print(flush=True)\n"
+        "sys.stdin.readline()\n"  # the sampler has started: CPU it must see
+        "deadline = time.process_time() + 0.3\n"
+        "while time.process_time() < deadline:\n"
+        "    pass\n"
+        "time.sleep(2.5)\n"  # the tree is searched every second
+        "child.kill(); child.wait()\n"
+        "print(flush=True)\n"
+        "sys.stdin.readline()\n"
+    )
+    with subprocess.Popen(
+        [sys.executable, "-c", parent], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    ) as root:
+        assert root.stdin is not None and root.stdout is not None
+        try:
+            root.stdout.readline()
+            sampler = TreeSampler(root.pid)
+            with sampler:
+                time.sleep(0.3)  # a first sample before the busy loop
+                root.stdin.write("\n")
+                root.stdin.flush()
+                root.stdout.readline()  # the child is killed and reaped
+        finally:
+            root.kill()
     assert sampler.peaks.workers >= 80_000_000 and sampler.peaks.driver > 0
     assert max(s[3] for s in sampler.series) >= 80_000_000  # the largest worker
     cpu = [s[1] for s in sampler.series]
-    # grows with the busy loop (how much of its 0.3 s falls between samples depends on load)
-    assert cpu[-1] > cpu[0]
+    # the busy loop's 0.3 s, and nothing lost when the child exits (reaped: its parent's)
+    assert cpu[-1] - cpu[0] >= 0.25
+    assert all(b >= a for a, b in itertools.pairwise(cpu))
     assert sampler.own_cpu > 0
