@@ -21,7 +21,8 @@ them: the NMF is then scanned and shuffled once, not once per pass. ``finish`` r
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from urllib.parse import urlparse
 
@@ -64,33 +65,40 @@ def arrow_target(qualified: str) -> Target | None:
     return Target(uri)
 
 
+@contextmanager
+def _placed(target: Target, name: str) -> Iterator[tuple[pafs.FileSystem, str]]:
+    """A hidden temporary path to write, moved to ``name`` once the block exits cleanly."""
+    fs, path = target.open()
+    temporary = f"{path}/.{name.strip('.')}.{uuid.uuid4().hex}.tmp"
+    yield fs, temporary
+    fs.move(temporary, f"{path}/{name}")
+
+
 def write_file(
     target: Target, name: str, schema: pa.Schema, batches: Iterable[pa.RecordBatch]
 ) -> int:
     """Write ``batches`` (a row group each) as the file ``name``; return its rows."""
-    fs, path = target.open()
-    temporary = f"{path}/.{name}.{uuid.uuid4().hex}.tmp"
     rows = 0
-    with pq.ParquetWriter(temporary, schema, filesystem=fs, compression="zstd") as writer:
+    with (
+        _placed(target, name) as (fs, temporary),
+        pq.ParquetWriter(temporary, schema, filesystem=fs, compression="zstd") as writer,
+    ):
         for batch in batches:
             writer.write_batch(batch)
             rows += batch.num_rows
-    fs.move(temporary, f"{path}/{name}")
     return rows
 
 
 def keep_rows(target: Target, group: int, table: pa.Table) -> None:
     """Keep a group's rows (LZ4-compressed Arrow IPC) under a name that is the group's,
     moved into place whole, so a retried task replaces them and a reader never sees a part."""
-    fs, path = target.open()
-    temporary = f"{path}/.{uuid.uuid4().hex}.tmp"
     options = pa.ipc.IpcWriteOptions(compression="lz4")
     with (
+        _placed(target, KEPT.format(group)) as (fs, temporary),
         fs.open_output_stream(temporary) as sink,
         pa.ipc.new_file(sink, table.schema, options=options) as writer,
     ):
         writer.write_table(table)
-    fs.move(temporary, f"{path}/{KEPT.format(group)}")
 
 
 def kept_rows(target: Target, group: int) -> pa.Table:

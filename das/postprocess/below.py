@@ -189,32 +189,11 @@ def below_totals(
     # Computed once and kept: each level's branch below reads it, and Spark would
     # otherwise repeat the pass over the NMF (and build the masks) once per branch.
     own = own_totals(config, nmf, histograms, measured).persist()
-    own.count()
-    parts = []
-    for index, level in enumerate(measured):
-        frame = with_parent(
-            own.filter(F.col("level") == level.name), histograms[level.name], levels[top + index]
-        )
-        if index < len(measured) - 1:
-            parts.append(frame.select("level", "geocode", "parent", "own", "information", "dead"))
-            continue
-        variance = F.when(F.col("information") > 0, 1.0 / F.col("information")).otherwise(0.0)
-        leaves = frame.groupBy("parent").agg(
-            F.sum(F.when(F.col("dead"), 0.0).otherwise(F.col("own"))).alias("own"),
-            F.sum(variance).alias("information"),  # here: the children's summed variance
-        )
-        parts.append(
-            leaves.select(
-                F.lit(levels[top + index].name).alias("level"),
-                F.col("parent").alias("geocode"),
-                F.lit(None).cast("string").alias("parent"),
-                "own",
-                "information",
-                F.lit(None).cast("boolean").alias("dead"),
-            )
-        )
-    table = reduce(DataFrame.unionByName, parts).toArrow().to_pandas()
-    own.unpersist()
+    try:
+        own.count()
+        table = _gathered(own, histograms, levels[top:], measured)
+    finally:
+        own.unpersist()
     sums: dict[str, pd.DataFrame] = {}
     lowest_parent = levels[top + len(measured) - 1].name
     lowest = table[table["dead"].isna() & (table["level"] == lowest_parent)]
@@ -239,3 +218,36 @@ def below_totals(
         for name, frame in sums.items()
         if name in wanted and len(frame)
     }
+
+
+def _gathered(
+    own: DataFrame,
+    histograms: Mapping[str, LevelHistograms],
+    parents: Sequence[Level],
+    measured: Sequence[Level],
+) -> pd.DataFrame:
+    """Every level's own totals, a row per geounit, and the lowest's summed to its parents."""
+    parts = []
+    for index, level in enumerate(measured):
+        frame = with_parent(
+            own.filter(F.col("level") == level.name), histograms[level.name], parents[index]
+        )
+        if index < len(measured) - 1:
+            parts.append(frame.select("level", "geocode", "parent", "own", "information", "dead"))
+            continue
+        variance = F.when(F.col("information") > 0, 1.0 / F.col("information")).otherwise(0.0)
+        leaves = frame.groupBy("parent").agg(
+            F.sum(F.when(F.col("dead"), 0.0).otherwise(F.col("own"))).alias("own"),
+            F.sum(variance).alias("information"),  # here: the children's summed variance
+        )
+        parts.append(
+            leaves.select(
+                F.lit(parents[index].name).alias("level"),
+                F.col("parent").alias("geocode"),
+                F.lit(None).cast("string").alias("parent"),
+                "own",
+                "information",
+                F.lit(None).cast("boolean").alias("dead"),
+            )
+        )
+    return reduce(DataFrame.unionByName, parts).toArrow().to_pandas()
