@@ -13,9 +13,8 @@ name is the group's, not the attempt's): the same files, by name and bytes, howe
 tasks ran. The driver writes ``_SUCCESS`` last, after removing any temporary file a failed
 attempt left.
 
-Between the two passes, each bottom-up task keeps its group's rows of the NMF in the same
-directory (an Arrow IPC file, hidden and temporary), where the group's top-down task reads
-them: the NMF is then scanned and shuffled once, not once per pass. ``finish`` removes them.
+The NMF's rows reach the groups' tasks through hidden files in the same directory
+(``das.estimate.exchange``), which ``finish`` removes.
 """
 
 from __future__ import annotations
@@ -34,9 +33,6 @@ import pyarrow.parquet as pq
 PART = "part-{:05d}.parquet"
 ABOVE = "part-above.parquet"
 
-#: A group's rows of the NMF, kept by its bottom-up task for its top-down task.
-KEPT = ".group-{:05d}.kept.tmp"
-
 #: Hadoop's names for S3 that pyarrow knows as ``s3``.
 S3_SCHEMES = ("s3a", "s3n")
 
@@ -51,11 +47,16 @@ class Target:
         return pafs.FileSystem.from_uri(self.uri)
 
 
+def arrow_uri(qualified: str) -> str:
+    """A URI as Hadoop qualifies it (e.g. ``file:/x``, ``s3a://b/x``) as pyarrow opens it."""
+    scheme = urlparse(qualified).scheme
+    return f"s3{qualified[len(scheme) :]}" if scheme in S3_SCHEMES else qualified
+
+
 def arrow_target(qualified: str) -> Target | None:
     """The directory at ``qualified`` (a URI as Hadoop qualifies it, e.g. ``file:/x``),
     emptied and ready for the tasks' files; None where pyarrow cannot open it."""
-    scheme = urlparse(qualified).scheme
-    uri = f"s3{qualified[len(scheme) :]}" if scheme in S3_SCHEMES else qualified
+    uri = arrow_uri(qualified)
     try:
         fs, path = pafs.FileSystem.from_uri(uri)
         fs.create_dir(path, recursive=True)
@@ -66,7 +67,7 @@ def arrow_target(qualified: str) -> Target | None:
 
 
 @contextmanager
-def _placed(target: Target, name: str) -> Iterator[tuple[pafs.FileSystem, str]]:
+def placed(target: Target, name: str) -> Iterator[tuple[pafs.FileSystem, str]]:
     """A hidden temporary path to write, moved to ``name`` once the block exits cleanly."""
     fs, path = target.open()
     temporary = f"{path}/.{name.strip('.')}.{uuid.uuid4().hex}.tmp"
@@ -80,7 +81,7 @@ def write_file(
     """Write ``batches`` (a row group each) as the file ``name``; return its rows."""
     rows = 0
     with (
-        _placed(target, name) as (fs, temporary),
+        placed(target, name) as (fs, temporary),
         pq.ParquetWriter(temporary, schema, filesystem=fs, compression="zstd") as writer,
     ):
         for batch in batches:
@@ -89,27 +90,9 @@ def write_file(
     return rows
 
 
-def keep_rows(target: Target, group: int, table: pa.Table) -> None:
-    """Keep a group's rows (LZ4-compressed Arrow IPC) under a name that is the group's,
-    moved into place whole, so a retried task replaces them and a reader never sees a part."""
-    options = pa.ipc.IpcWriteOptions(compression="lz4")
-    with (
-        _placed(target, KEPT.format(group)) as (fs, temporary),
-        fs.open_output_stream(temporary) as sink,
-        pa.ipc.new_file(sink, table.schema, options=options) as writer,
-    ):
-        writer.write_table(table)
-
-
-def kept_rows(target: Target, group: int) -> pa.Table:
-    """The rows ``keep_rows`` kept for ``group``."""
-    fs, path = target.open()
-    with fs.open_input_file(f"{path}/{KEPT.format(group)}") as source:
-        return pa.ipc.open_file(source).read_all()
-
-
 def finish(target: Target) -> None:
-    """Remove the kept rows and what failed attempts left, then mark the directory complete."""
+    """Remove the exchange's files and what failed attempts left, then mark the directory
+    complete."""
     fs, path = target.open()
     for info in fs.get_file_info(pafs.FileSelector(path)):
         if info.base_name.startswith(".") and info.base_name.endswith(".tmp"):

@@ -6,14 +6,16 @@ two passes run in one Spark task (``das.estimate.subtree``); the levels above it
 thousand geounits even for the U.S., run on the driver in between. In order:
 
 1. the bottom-up pass of every subtree (Spark), which returns its root's subtree
-   estimate, its task keeping its group's rows of the NMF for step 3;
+   estimate; a group's rows reach its task through the exchange's files
+   (``das.estimate.exchange``), which step 3 reads again;
 2. on the driver, the bottom-up pass of the levels above from those, and the top-down
    pass down to the roots, which gives each root's full estimate;
 3. the top-down pass of every subtree from its root's full estimate (Spark): each
-   group's task reads the rows kept for it and writes its file of ``estimates/``
+   group's task reads its rows again and writes its file of ``estimates/``
    (``das.estimate.files``), beside the driver's file of the levels above.
-   Where pyarrow cannot open the output, Spark writes the rows, and the NMF is
-   scanned and shuffled again for this pass.
+   Where pyarrow cannot open the run's files, Spark shuffles the rows to the groups
+   (by a hash of their root) and writes the estimates, and the NMF is scanned and
+   shuffled again for this pass.
 
 The split level is the highest whose largest subtree has at most ``max_blocks`` blocks,
 so a task's memory is bounded whatever the tree: for the U.S. that is the county, or the
@@ -24,17 +26,21 @@ tract where a county is as large as Los Angeles. The result does not depend on t
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 
 from das.errors import InternalError, UserError
 from das.estimate.basis import Basis, schema_basis
+from das.estimate.exchange import UPPER, Groups, Pieces, Source, exchange, group_rows, sources
 from das.estimate.files import ABOVE, Target, arrow_target, finish, write_file
 from das.estimate.read import check_sums, exact_totals, parents
 from das.estimate.subtree import (
@@ -50,6 +56,7 @@ from das.estimate.subtree import (
     list_column,
     measured_levels,
     up_estimate,
+    up_groups,
     up_rows,
     written_rows,
 )
@@ -80,9 +87,8 @@ def public_frame(spark: SparkSession, uri: str) -> DataFrame:
     return spark.read.parquet(uri)
 
 
-def split_level(nmf: DataFrame, config: Config, max_blocks: int) -> tuple[int, int]:
-    """The highest level whose every geounit has at most ``max_blocks`` blocks under it
-    (the blocks' parents' level if none has), and the number of blocks."""
+def block_counts(nmf: DataFrame, config: Config) -> tuple[np.ndarray, np.ndarray]:
+    """The blocks' parents' geocodes, ascending, with their blocks in the NMF."""
     levels = config.geography.levels
     block = levels[-1]
     first = min(q.name for q in config.queries[block.name])
@@ -92,13 +98,53 @@ def split_level(nmf: DataFrame, config: Config, max_blocks: int) -> tuple[int, i
         .count()
         .toArrow()
     )
-    prefixes = np.asarray(counts["prefix"].to_pylist(), dtype=object)
-    blocks = counts["count"].to_numpy()
+    return _ascending(counts["prefix"], counts["count"])
+
+
+def block_counts_of(files: Sequence[Source], config: Config) -> tuple[np.ndarray, np.ndarray]:
+    """``block_counts`` from the NMF's files, read on the driver by pyarrow: only the
+    keys, no Spark job."""
+    levels = config.geography.levels
+    block = levels[-1].name
+    first = min(q.name for q in config.queries[block])
+    keys = []
+    for file in files:  # a batch at a time: the driver keeps a short key per block only
+        fs, path = pafs.FileSystem.from_uri(file.uri)
+        with fs.open_input_file(path) as raw:
+            for batch in pq.ParquetFile(raw).iter_batches(columns=["level", "geocode", "query"]):
+                keep = pc.and_(pc.equal(batch["level"], block), pc.equal(batch["query"], first))
+                codes = batch["geocode"].filter(keep)
+                keys.append(pc.utf8_slice_codeunits(codes, 0, levels[-2].length))
+    counts = pa.chunked_array(keys, pa.string()).value_counts()
+    return _ascending(counts.field("values"), counts.field("counts"))
+
+
+def _ascending(
+    prefixes: pa.Array | pa.ChunkedArray, blocks: pa.Array | pa.ChunkedArray
+) -> tuple[np.ndarray, np.ndarray]:
+    order = pc.sort_indices(prefixes).to_numpy()
+    codes = np.asarray(prefixes.to_pylist(), dtype=object)[order]
+    return codes, np.asarray(blocks.to_numpy(), dtype=np.int64)[order]
+
+
+def split_level(prefixes: np.ndarray, blocks: np.ndarray, config: Config, max_blocks: int) -> int:
+    """The highest level whose every geounit has at most ``max_blocks`` blocks under it
+    (the blocks' parents' level if none has), from ``block_counts``."""
+    levels = config.geography.levels
     for index, level in enumerate(levels[:-1]):
         _, group = np.unique([p[: level.length] for p in prefixes], return_inverse=True)
         if len(blocks) and np.bincount(group, weights=blocks).max() <= max_blocks:
-            return index, int(blocks.sum())
-    return max(len(levels) - 2, 0), int(blocks.sum())
+            return index
+    return max(len(levels) - 2, 0)
+
+
+def root_blocks(
+    prefixes: np.ndarray, blocks: np.ndarray, length: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """The subtree roots (geocodes of ``length``) above ``prefixes``, ascending, and
+    their blocks."""
+    roots, group = np.unique([p[:length] for p in prefixes], return_inverse=True)
+    return roots, np.bincount(group, weights=blocks, minlength=len(roots))
 
 
 def group_of(root: Column, groups: int) -> Column:
@@ -129,16 +175,11 @@ def subtree_frame(
     return frame.select(*ROW_COLUMNS)
 
 
-def bottom_up(rows: DataFrame, plan: Plan, keep: Target | None = None) -> pa.Table:
-    """Every subtree's root's subtree estimate, the roots in ascending order; the first
-    user's error a subtree raised, raised here. With ``keep``, each group's rows are
-    kept there for the top-down pass."""
-    ups = (
-        rows.groupBy("group")
-        .applyInArrow(up_rows(plan, keep), from_arrow_schema(UP_SCHEMA))
-        .toArrow()
-        .sort_by("root")
-    )
+def bottom_up(frame: DataFrame) -> pa.Table:
+    """Every subtree's root's subtree estimate (``frame``: the groups' ``UP_SCHEMA``
+    rows), the roots in ascending order; the first user's error a subtree raised, raised
+    here."""
+    ups = frame.toArrow().sort_by("root")
     errors = sorted(e for e in ups["error"].to_pylist() if e)
     if errors:
         raise UserError(errors[0])
@@ -153,21 +194,47 @@ class Above:
     estimates: list[Estimate]  # per level above the split, then the split level's
 
 
-def above(
-    nmf: DataFrame, invariants: DataFrame | None, plan: Plan, ups: pa.Table, roots: np.ndarray
-) -> Above:
+@dataclass(frozen=True)
+class Upper:
+    """The public rows of the levels above the split: measured (level, geocode, query,
+    values) and, where the totals are invariant there, exact (level, geocode, values)."""
+
+    measured: pa.Table
+    exact: pa.Table | None
+
+
+def upper_by_spark(nmf: DataFrame, invariants: DataFrame | None, plan: Plan) -> Upper:
+    """``Upper`` read by Spark."""
+    names = plan.config.geography.names[: plan.split]
+    measured = nmf.where(F.col("level").isin(names)).select(*ROW_COLUMNS[2:]).toArrow()
+    exact = None
+    if invariants is not None and plan.invariant >= 0:
+        upper = names[: plan.invariant + 1]
+        table = invariants.where(F.col("level").isin(upper)).select("level", "geocode", "values")
+        exact = table.toArrow()
+    return Upper(measured, exact)
+
+
+def upper_of(rows: pa.Table, plan: Plan) -> Upper:
+    """``Upper`` from the exchange's rows of the levels above the split."""
+    measured = rows.filter(pc.equal(rows["kind"], MEASURED)).select(ROW_COLUMNS[2:])
+    exact = None
+    if plan.invariant >= 0:
+        exact = rows.filter(pc.equal(rows["kind"], EXACT)).select(["level", "geocode", "values"])
+    return Upper(measured, exact)
+
+
+def above(upper: Upper, plan: Plan, ups: pa.Table, roots: np.ndarray) -> Above:
     """Both passes of the levels above the split, from the roots' subtree estimates."""
     config, basis, split = plan.config, plan.basis, plan.split
     bottom = up_estimate(ups, basis)
     if split == 0:
         return Above([], [Estimate(f=bottom.u, F=bottom.U)])
     levels = config.geography.levels
-    names = config.geography.names[:split]
-    table = nmf.where(F.col("level").isin(names)).select(*ROW_COLUMNS[2:]).toArrow()
-    found, data = measured_levels(table, config, basis, levels[:split], plan.where)
+    found, data = measured_levels(upper.measured, config, basis, levels[:split], plan.where)
     geocodes = [a.geocodes for a in found]
     parent = parents(roots, geocodes[-1], levels[split - 1].length, levels[split].name)
-    invariant = upper_invariant(invariants, plan, geocodes, data, parent, ups)
+    invariant = upper_invariant(upper.exact, plan, geocodes, data, parent, ups)
     measured_elsewhere = LevelData(levels[split].name, parent, [], [])
     passes = up_pass(basis, [*data, measured_elsewhere], invariant, bottom)
     found_parents = [d.parent for d in data] + [parent]
@@ -175,22 +242,20 @@ def above(
 
 
 def upper_invariant(
-    invariants: DataFrame | None,
+    given: pa.Table | None,
     plan: Plan,
     geocodes: list[np.ndarray],
     data: list[LevelData],
     parent: np.ndarray,
     ups: pa.Table,
 ) -> Invariant | None:
-    """The exact totals the driver's levels are conditioned on: those of the deepest
-    invariant level when it is above the split. Below it, the subtrees were conditioned;
-    the driver checks that the given totals above are the roots' sums."""
-    if invariants is None or plan.invariant < 0:
+    """The exact totals the driver's levels are conditioned on (``given``: the rows of
+    the invariant levels above the split): those of the deepest invariant level when it
+    is above the split. Below it, the subtrees were conditioned; the driver checks that
+    the given totals above are the roots' sums."""
+    if given is None or plan.invariant < 0:
         return None
     names = plan.config.geography.names
-    upper = names[: min(plan.invariant + 1, plan.split)]
-    table = invariants.where(F.col("level").isin(upper)).select("level", "geocode", "values")
-    given = table.toArrow()
     if plan.invariant < plan.split:
         deepest = plan.invariant + 1
         up = [d.parent for d in data[:deepest]]
@@ -226,54 +291,130 @@ def estimate_output(
     if config.total_invariant_level is not None:
         invariants = public_frame(spark, f"{root}/invariants")
     basis = schema_basis(config.schema, [q for qs in config.queries.values() for q in qs])
-    split, blocks = split_level(nmf, config, max_blocks)
-    plan = Plan(config, basis, split, f"{root}/nmf")
-    # subtrees are grouped by a hash of their root: a group has about max_blocks blocks
-    groups = max(config.file.spark.shuffle_partitions, -(-blocks // max(max_blocks, 1)))
-    log.info(
-        "estimate: subtrees rooted at level %s, in %d groups",
-        config.geography.names[plan.split],
-        groups,
-    )
-    rows = subtree_frame(nmf, invariants, plan, groups)
     path = f"{root}/estimates"
     target = arrow_target(qualified(spark, path))
-    ups = bottom_up(rows, plan, target)
-    log.info("estimate: bottom-up pass of %d subtrees done", ups.num_rows)
-    roots = np.asarray(ups["root"].to_pylist(), dtype=object)
-    found = above(nmf, invariants, plan, ups, roots)
-    log.info("estimate: levels above the subtrees done; top-down pass and files")
-    mode = RunMode.of(config.seed)
-    schema = arrow_schema(mode)
-    top = spark.createDataFrame(tops(roots, found.estimates[-1]))
-    top = top.withColumn("group", group_of(F.col("root"), groups))
-    summaries = _summaries(config, found, ups)
-    upper = _upper_rows(plan, basis, found, schema) if plan.split else None
-    if target is None:  # a file system only Spark knows: Spark writes the rows
+    if target is None:
         log.info("estimates: written by Spark (pyarrow cannot open %s)", path)
-        groups_of = rows.groupBy("group").cogroup(top.groupBy("group"))
-        frame = groups_of.applyInArrow(estimate_rows(plan, schema), ESTIMATES_SCHEMA)
-        if upper is not None:
-            frame = spark.createDataFrame(upper, schema=ESTIMATES_SCHEMA).unionByName(frame)
-        frame.transform(mode.mark).write.mode("overwrite").option("compression", "zstd").parquet(
-            path
-        )
+        prefixes, blocks = block_counts(nmf, config)
     else:
-        written = (
-            top.groupBy("group")
-            .applyInArrow(written_rows(plan, schema, target), from_arrow_schema(WRITTEN_SCHEMA))
-            .toArrow()
-        )
-        expected = sum(level.rows for level in summaries[plan.split :])
-        count = int(pc.sum(written["rows"]).as_py() or 0)
-        if count != expected:  # every geounit and query below the cut, once
-            raise InternalError(f"estimates: the tasks wrote {count} rows, not {expected}")
-        if upper is not None:
-            write_file(target, ABOVE, schema, upper.to_batches())
-        finish(target)
-        log.info("estimates: %d files written by the tasks", written.num_rows + (upper is not None))
+        prefixes, blocks = block_counts_of(sources(spark, f"{root}/nmf", MEASURED), config)
+    split = split_level(prefixes, blocks, config, max_blocks)
+    plan = Plan(config, basis, split, f"{root}/nmf")
+    # a group of subtrees has about max_blocks blocks
+    count = max(config.file.spark.shuffle_partitions, -(-int(blocks.sum()) // max(max_blocks, 1)))
+    log.info(
+        "estimate: subtrees rooted at level %s, in %d groups", config.geography.names[split], count
+    )
+    if target is None:
+        summaries = _by_spark(spark, nmf, invariants, plan, count, path)
+    else:
+        length = config.geography.levels[split].length
+        groups = Groups.of(*root_blocks(prefixes, blocks, length), count, length)
+        summaries = _by_tasks(spark, plan, groups, target)
     log.info("estimates written to %s", path)
     return summaries
+
+
+def exchanged(spark: SparkSession, plan: Plan, target: Target, groups: Groups) -> Pieces:
+    """The NMF's rows (and the invariants') sorted out by group into the exchange's files:
+    those of the levels above the split into the group ``UPPER``."""
+    root = plan.where.rsplit("/", 1)[0]
+    names = plan.config.geography.names
+    below, upper = names[plan.split :], names[: plan.split]
+    inputs = sources(spark, plan.where, MEASURED, below, upper)
+    if plan.invariant >= 0:
+        exact = names[: plan.invariant + 1]
+        inputs += sources(
+            spark,
+            f"{root}/invariants",
+            EXACT,
+            [n for n in exact if n in below],
+            [n for n in exact if n in upper],
+        )
+    return exchange(spark, target, groups, inputs)
+
+
+@dataclass(frozen=True)
+class Middle:
+    """What the driver computes between the passes."""
+
+    summaries: list[LevelSummary]
+    top: pa.Table  # the roots' full estimates (``TOP_SCHEMA``)
+    upper: pa.Table | None  # the rows of ``estimates/`` of the levels above the split
+    schema: pa.Schema  # of ``estimates/``' files
+    mode: RunMode
+
+
+def middle(upper: Upper, plan: Plan, ups: pa.Table) -> Middle:
+    """From the roots' subtree estimates: both passes of the levels above the split."""
+    log.info("estimate: bottom-up pass of %d subtrees done", ups.num_rows)
+    roots = np.asarray(ups["root"].to_pylist(), dtype=object)
+    found = above(upper, plan, ups, roots)
+    log.info("estimate: levels above the subtrees done; top-down pass and files")
+    mode = RunMode.of(plan.config.seed)
+    schema = arrow_schema(mode)
+    rows = _upper_rows(plan, plan.basis, found, schema) if plan.split else None
+    top = tops(roots, found.estimates[-1])
+    return Middle(_summaries(plan.config, found, ups), top, rows, schema, mode)
+
+
+def _by_tasks(
+    spark: SparkSession, plan: Plan, groups: Groups, target: Target
+) -> list[LevelSummary]:
+    """Groups of ranges of roots, their rows through the exchange, each group's file of
+    ``estimates/`` written by its task; the driver's rows through the exchange too."""
+    pieces = exchanged(spark, plan, target, groups)
+    upper = upper_of(group_rows(target, pieces.pop(UPPER, [])), plan)
+    ids = spark.range(len(pieces), numPartitions=max(len(pieces), 1))  # a task per group
+    ups = ids.mapInArrow(up_groups(plan, target, pieces), from_arrow_schema(UP_SCHEMA))
+    found = middle(upper, plan, bottom_up(ups))
+    top = found.top.append_column("group", pa.array(groups.group(found.top["root"])))
+    written = (
+        spark.createDataFrame(top)
+        .groupBy("group")
+        .applyInArrow(
+            written_rows(plan, found.schema, target, pieces), from_arrow_schema(WRITTEN_SCHEMA)
+        )
+        .toArrow()
+    )
+    expected = sum(level.rows for level in found.summaries[plan.split :])
+    rows = int(pc.sum(written["rows"]).as_py() or 0)
+    if rows != expected:  # every geounit and query below the cut, once
+        raise InternalError(f"estimates: the tasks wrote {rows} rows, not {expected}")
+    if found.upper is not None:
+        write_file(target, ABOVE, found.schema, found.upper.to_batches())
+    finish(target)
+    log.info(
+        "estimates: %d files written by the tasks", written.num_rows + (found.upper is not None)
+    )
+    return found.summaries
+
+
+def _by_spark(
+    spark: SparkSession,
+    nmf: DataFrame,
+    invariants: DataFrame | None,
+    plan: Plan,
+    count: int,
+    path: str,
+) -> list[LevelSummary]:
+    """Groups by a hash of their root, their rows through Spark's shuffle (twice), the
+    files of ``estimates/`` written by Spark."""
+    rows = subtree_frame(nmf, invariants, plan, count)
+    ups = rows.groupBy("group").applyInArrow(up_rows(plan), from_arrow_schema(UP_SCHEMA))
+    found = middle(upper_by_spark(nmf, invariants, plan), plan, bottom_up(ups))
+    top = spark.createDataFrame(found.top).withColumn("group", group_of(F.col("root"), count))
+    frame = (
+        rows.groupBy("group")
+        .cogroup(top.groupBy("group"))
+        .applyInArrow(estimate_rows(plan, found.schema), ESTIMATES_SCHEMA)
+    )
+    if found.upper is not None:
+        frame = spark.createDataFrame(found.upper, schema=ESTIMATES_SCHEMA).unionByName(frame)
+    frame.transform(found.mode.mark).write.mode("overwrite").option("compression", "zstd").parquet(
+        path
+    )
+    return found.summaries
 
 
 def _upper_rows(plan: Plan, basis: Basis, found: Above, schema: pa.Schema) -> pa.Table:

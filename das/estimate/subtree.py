@@ -8,7 +8,7 @@ the group, not by the tree, and the groups run in parallel. A group of subtrees 
 forest, passed through the same vectorised passes as one tree (several roots), so the
 per-call cost is paid per group, not per subtree. Each task reads its group twice (once
 per pass) rather than keep every group's pass in memory between them: where the tasks
-write ``estimates/`` themselves, from rows the bottom-up task kept (``das.estimate.files``),
+write ``estimates/`` themselves, from the exchange's files (``das.estimate.exchange``),
 else from a second scan of the NMF.
 """
 
@@ -24,7 +24,8 @@ import pyarrow.compute as pc
 from das.errors import InternalError, UserError
 from das.estimate.answers import level_data
 from das.estimate.basis import Basis
-from das.estimate.files import PART, Target, keep_rows, kept_rows, write_file
+from das.estimate.exchange import Pieces, group_rows
+from das.estimate.files import PART, Target, write_file
 from das.estimate.read import LevelAnswers, exact_totals, level_answers, parents
 from das.estimate.tree import Estimate, Invariant, LevelData, Parts, Up, down_pass, up_pass
 from das.estimate.write import estimate_batches
@@ -183,17 +184,14 @@ def list_column(rows: np.ndarray) -> pa.Array:
     return pa.ListArray.from_arrays(pa.array(offsets), pa.array(rows.ravel()))
 
 
-def up_rows(plan: Plan, keep: Target | None = None) -> Callable[[pa.Table], pa.Table]:
-    """The bottom-up pass of a group of subtrees: a row per root. With ``keep``, the
-    group's rows are kept there for its top-down pass (``written_rows``)."""
+def up_rows(plan: Plan) -> Callable[[pa.Table], pa.Table]:
+    """The bottom-up pass of a group of subtrees (its rows): a row per root."""
 
     def run(table: pa.Table) -> pa.Table:
         try:
             subtree = read_subtree(plan, table)
         except UserError as error:  # the driver raises it: a Spark task cannot exit 2
             return pa.Table.from_pylist([{"root": "", "error": str(error)}], schema=UP_SCHEMA)
-        if keep is not None:
-            keep_rows(keep, int(table["group"][0].as_py()), table)
         up = up_pass(plan.basis, subtree.data, subtree.invariant)[0]
         roots = roots_of(subtree)
         n = len(subtree.geocodes[0])
@@ -217,6 +215,21 @@ def up_rows(plan: Plan, keep: Target | None = None) -> Callable[[pa.Table], pa.T
     return run
 
 
+def up_groups(
+    plan: Plan, target: Target, pieces: Pieces
+) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """``up_rows`` of groups given by their index ``id`` among ``pieces``' groups in
+    ascending order, their rows read from the exchange."""
+    up, numbers = up_rows(plan), sorted(pieces)
+
+    def run(ids: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in ids:
+            for index in batch.column("id").to_pylist():
+                yield from up(group_rows(target, pieces[numbers[index]])).to_batches()
+
+    return run
+
+
 def estimate_rows(plan: Plan, schema: pa.Schema) -> Callable[[pa.Table, pa.Table], pa.Table]:
     """Both passes of a group of subtrees from their roots' full estimates (``top``, a
     row per root): the subtrees' rows of ``estimates/``, for Spark to write."""
@@ -227,14 +240,16 @@ def estimate_rows(plan: Plan, schema: pa.Schema) -> Callable[[pa.Table, pa.Table
     return run
 
 
-def written_rows(plan: Plan, schema: pa.Schema, target: Target) -> Callable[[pa.Table], pa.Table]:
+def written_rows(
+    plan: Plan, schema: pa.Schema, target: Target, pieces: Pieces
+) -> Callable[[pa.Table], pa.Table]:
     """As ``estimate_rows``, from the group's roots' full estimates (``top`` with its
-    ``group``) and the rows its bottom-up task kept in ``target``: the rows written by the
-    task as its group's file there, a row per group (``WRITTEN_SCHEMA``)."""
+    ``group``) and its rows in the exchange's files: the rows written by the task as its
+    group's file in ``target``, a row per group (``WRITTEN_SCHEMA``)."""
 
     def run(top: pa.Table) -> pa.Table:
         group = int(top["group"][0].as_py())
-        table = kept_rows(target, group)
+        table = group_rows(target, pieces[group])
         name = PART.format(group)
         rows = write_file(target, name, schema, estimate_batches_of(plan, schema, table, top))
         return pa.table({"group": [group], "file": [name], "rows": [rows]}, schema=WRITTEN_SCHEMA)

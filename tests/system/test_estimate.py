@@ -16,7 +16,7 @@ import pytest
 
 from das.errors import InternalError, UserError
 from das.estimate import pipeline
-from das.estimate.pipeline import estimate_output, split_level
+from das.estimate.pipeline import block_counts, estimate_output, split_level
 from das.estimate.write import ESTIMATES_SCHEMA
 from das.job.cli import main
 from das.job.run import run_job
@@ -144,8 +144,8 @@ def test_estimates_are_not_marked_complete_unless_every_row_was_written(
         shutil.copytree(output / part, copy / part)
     written = pipeline.written_rows
 
-    def one_short(plan, schema, target):
-        run = written(plan, schema, target)
+    def one_short(plan, schema, target, pieces):
+        run = written(plan, schema, target, pieces)
 
         def short(top):
             out = run(top)
@@ -170,9 +170,9 @@ def test_the_estimate_does_not_depend_on_where_the_tree_is_cut(
     parents) or of every tract, the levels above on the driver, against the whole tree
     in one subtree (the state total is invariant: conditioned in the subtree, or above)."""
     config, output, _ = finished
-    nmf = spark.read.parquet(str(output / "nmf"))
-    assert config.geography.names[split_level(nmf, config, max_blocks)[0]] == split
-    assert split_level(nmf, config, 10**9)[0] == 0
+    counts = block_counts(spark.read.parquet(str(output / "nmf")), config)
+    assert config.geography.names[split_level(*counts, config, max_blocks)] == split
+    assert split_level(*counts, config, 10**9) == 0
     copy = tmp_path / "public"
     copy.mkdir()
     for part in ("nmf", "invariants"):

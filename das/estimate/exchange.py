@@ -1,0 +1,202 @@
+"""The NMF's rows brought to the estimate's groups as Arrow files, not by Spark's shuffle.
+
+Spark's shuffle turns every array of the NMF into its own rows, writes and reads them,
+and hands them back to Python through Arrow: most of the bottom-up pass's time, against
+little of the groups' own work. The rows are Arrow batches in the Parquet files already:
+a task per file reads them with pyarrow and sorts them out by group.
+
+- A *group* is a range of subtree roots in geocode order, with about as many blocks as
+  the others (``Groups``): the same for any partitioning of the NMF's files.
+- A task per NMF (or ``invariants/``) file reads it batch by batch, keeps the rows of the
+  subtrees' levels and writes them to one Arrow IPC file (LZ4, hidden in ``estimates/``),
+  as batches of one group each; it returns which group each of its batches holds. The
+  rows of the levels above the split go to the group ``UPPER``, which the driver reads.
+- A group's task reads its batches from every such file, in the files' order: both of
+  the estimate's passes read them so, and nothing is kept between the passes.
+  ``das.estimate.files.finish`` removes the files.
+
+Each file is written under a temporary name and moved into place, so a retried task
+replaces it whole. Where pyarrow cannot open the run's files, the pipeline shuffles with
+Spark instead (``das.estimate.pipeline``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from itertools import groupby
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+from pyspark.sql import SparkSession
+from pyspark.sql.pandas.types import from_arrow_schema
+
+from das.estimate.files import Target, arrow_uri, placed
+
+#: A map task's file: its source's number.
+EXCHANGED = ".exchange-{:05d}.tmp"
+
+#: The group of the rows of the levels above the split, which the driver reads.
+UPPER = -1
+
+#: Rows per batch read from a Parquet file: a block's ``detailed`` array is about 16 kB.
+READ_ROWS = 2048
+
+#: What a group's task reads (``das.estimate.subtree.ROW_COLUMNS``).
+ROW_SCHEMA = pa.schema(
+    [
+        pa.field("kind", pa.string()),
+        pa.field("group", pa.int64()),
+        pa.field("level", pa.string()),
+        pa.field("geocode", pa.string()),
+        pa.field("query", pa.string()),
+        pa.field("values", pa.list_(pa.int64())),
+    ]
+)
+
+#: Per group: (source, batch) of each of its batches, in the sources' order.
+Pieces = dict[int, list[tuple[int, int]]]
+
+
+@dataclass(frozen=True)
+class Groups:
+    """Ranges of subtree roots: group g holds the roots from ``bounds[g]`` up to the next."""
+
+    bounds: tuple[str, ...]  # ascending; the first is "" (every root is in some group)
+    root_length: int
+
+    @classmethod
+    def of(cls, roots: np.ndarray, blocks: np.ndarray, count: int, root_length: int) -> Groups:
+        """About ``count`` ranges of ``roots`` (ascending, unique) with as many of their
+        ``blocks`` each; fewer where one root holds more blocks than a range would."""
+        if not len(roots) or count <= 1:
+            return cls(("",), root_length)
+        cumulative = np.cumsum(blocks)
+        share = cumulative[-1] / count
+        cuts = np.searchsorted(cumulative, share * np.arange(1, count), side="right")
+        cuts = np.unique(cuts[(cuts > 0) & (cuts < len(roots))])
+        return cls(("", *(str(roots[c]) for c in cuts)), root_length)
+
+    def group(self, geocodes: pa.Array | pa.ChunkedArray) -> np.ndarray:
+        """The group of each geocode's root (its first ``root_length`` characters)."""
+        roots = pc.utf8_slice_codeunits(geocodes, 0, self.root_length)
+        codes = np.asarray(roots.to_numpy(zero_copy_only=False), dtype=str)
+        bounds = np.asarray(self.bounds, dtype=str)
+        return np.searchsorted(bounds, codes, side="right").astype(np.int64) - 1
+
+
+@dataclass(frozen=True)
+class Source:
+    """A Parquet file of the run whose rows of ``levels`` go to their roots' groups as
+    ``kind``, and those of ``upper`` to the group ``UPPER``."""
+
+    uri: str
+    kind: str
+    levels: tuple[str, ...]
+    upper: tuple[str, ...] = ()
+
+
+def sources(
+    spark: SparkSession,
+    directory: str,
+    kind: str,
+    levels: Sequence[str] = (),
+    upper: Sequence[str] = (),
+) -> list[Source]:
+    """The Parquet files of a complete public directory, in name order."""
+    files = sorted(spark.read.parquet(directory).inputFiles())
+    return [Source(arrow_uri(f), kind, tuple(levels), tuple(upper)) for f in files]
+
+
+def split_source(
+    target: Target, groups: Groups, index: int, source: Source
+) -> list[tuple[int, int]]:
+    """Write ``source``'s rows of its levels to the exchange file ``index``, as batches of
+    one group each, in the order read; return (group, batch) of each batch written."""
+    fs, path = pafs.FileSystem.from_uri(source.uri)
+    written: list[tuple[int, int]] = []
+    options = pa.ipc.IpcWriteOptions(compression="lz4")
+    levels = pa.array(source.levels + source.upper, pa.string())
+    upper = pa.array(source.upper, pa.string())
+    with (
+        fs.open_input_file(path) as raw,
+        placed(target, EXCHANGED.format(index)) as (out, temporary),
+        out.open_output_stream(temporary) as sink,
+        pa.ipc.new_file(sink, ROW_SCHEMA, options=options) as writer,
+    ):
+        columns = ["level", "geocode", "query", "values"]
+        for batch in pq.ParquetFile(raw).iter_batches(READ_ROWS, columns=columns):
+            batch = batch.filter(pc.is_in(batch.column("level"), value_set=levels))
+            if not batch.num_rows:
+                continue
+            group = groups.group(batch.column("geocode"))
+            group[pc.is_in(batch.column("level"), value_set=upper).to_numpy(False)] = UPPER
+            order = np.argsort(group, kind="stable")  # a group's rows keep their order
+            starts = np.flatnonzero(np.diff(group[order], prepend=group[order[0]] - 1))
+            for start, end in zip(starts, [*starts[1:], len(order)], strict=True):
+                rows = batch.take(pa.array(order[start:end]))
+                g = int(group[order[start]])
+                writer.write_batch(
+                    pa.record_batch(
+                        [
+                            pa.array([source.kind] * rows.num_rows, pa.string()),
+                            pa.array(np.full(rows.num_rows, g, np.int64)),
+                            rows.column("level"),
+                            rows.column("geocode"),
+                            rows.column("query"),
+                            rows.column("values").cast(pa.list_(pa.int64())),
+                        ],
+                        schema=ROW_SCHEMA,
+                    )
+                )
+                written.append((g, len(written)))
+    return written
+
+
+#: What the map tasks return: the batch ``batch`` of source ``source`` holds group ``group``.
+INDEX_SCHEMA = pa.schema(
+    [
+        pa.field("source", pa.int64()),
+        pa.field("group", pa.int64()),
+        pa.field("batch", pa.int64()),
+    ]
+)
+
+
+def exchange(spark: SparkSession, target: Target, groups: Groups, inputs: list[Source]) -> Pieces:
+    """Every source split by group (a Spark task each); where each group's rows are."""
+    if not inputs:
+        return {}
+
+    def split(ids: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in ids:
+            for index in batch.column("id").to_pylist():
+                written = np.asarray(split_source(target, groups, index, inputs[index]))
+                written = written.reshape(-1, 2)
+                yield pa.record_batch(
+                    [np.full(len(written), index), written[:, 0], written[:, 1]],
+                    schema=INDEX_SCHEMA,
+                )
+
+    # a partition per source, each a Python task among the job's warm ones
+    ids = spark.range(len(inputs), numPartitions=len(inputs))
+    found = ids.mapInArrow(split, from_arrow_schema(INDEX_SCHEMA)).toArrow()
+    found = found.sort_by([("source", "ascending"), ("batch", "ascending")])
+    pieces: Pieces = {}
+    for row in found.to_pylist():
+        pieces.setdefault(row["group"], []).append((row["source"], row["batch"]))
+    return pieces
+
+
+def group_rows(target: Target, pieces: list[tuple[int, int]]) -> pa.Table:
+    """A group's rows, from the exchange files' batches ``pieces`` lists."""
+    fs, path = target.open()
+    batches: list[pa.RecordBatch] = []
+    for index, found in groupby(pieces, key=lambda piece: piece[0]):
+        with fs.open_input_file(f"{path}/{EXCHANGED.format(index)}") as source:
+            reader = pa.ipc.open_file(source)
+            batches += [reader.get_batch(batch) for _, batch in found]
+    return pa.Table.from_batches(batches, schema=ROW_SCHEMA)

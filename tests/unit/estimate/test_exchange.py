@@ -1,0 +1,106 @@
+"""The exchange: ranges of roots with about as many blocks each, and every row of a source
+file in its root's group, in the order read, nothing else and nothing lost."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from das.estimate.exchange import EXCHANGED, UPPER, Groups, Source, group_rows, split_source
+from das.estimate.files import arrow_target, finish
+
+
+def test_groups_are_ranges_of_roots_with_about_as_many_blocks():
+    roots = np.array([f"{i:03d}" for i in range(12)], dtype=object)
+    blocks = np.array([5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5])
+    groups = Groups.of(roots, blocks, 3, 3)
+    assert groups.bounds == ("", "004", "008")
+    found = groups.group(pa.array(list(roots)))
+    assert found.tolist() == [0] * 4 + [1] * 4 + [2] * 4
+    # a geocode below a root is in its root's group; one before every root, in the first
+    assert groups.group(pa.array(["0079", "00800", "999", "0"])).tolist() == [1, 2, 2, 0]
+
+
+def test_a_root_larger_than_a_share_gives_fewer_groups_none_empty_of_roots():
+    roots = np.array(["a", "b", "c", "d"], dtype=object)
+    groups = Groups.of(roots, np.array([1, 100, 1, 1]), 4, 1)
+    assert groups.bounds == ("", "b")  # "b" alone takes three shares: no cut after it
+    assert groups.group(pa.array(["a", "b", "c", "d"])).tolist() == [0, 1, 1, 1]
+    assert Groups.of(roots, np.ones(4), 1, 1).bounds == ("",)
+    assert Groups.of(np.array([], dtype=object), np.array([]), 8, 1).bounds == ("",)
+
+
+@pytest.fixture
+def nmf_file(tmp_path):
+    """A Parquet file as the NMF's: levels a (roots, one letter) and ab (two letters)."""
+    rows = [
+        ("a", "x", "q", [1]),
+        ("a", "y", "q", [2]),
+        ("a", "z", "q", [3]),
+        ("ab", "x1", "q", [4, 5]),
+        ("ab", "x2", "q", [6, 7]),
+        ("ab", "y1", "q", [8, 9]),
+        ("ab", "z1", "q", [10, 11]),
+        ("top", "", "q", [12]),  # a level the groups do not read
+    ]
+    table = pa.table(
+        {
+            "level": [r[0] for r in rows],
+            "geocode": [r[1] for r in rows],
+            "query": [r[2] for r in rows],
+            "values": pa.array([r[3] for r in rows], pa.list_(pa.int64())),
+            "variance": [1.0] * len(rows),
+        }
+    )
+    path = tmp_path / "part-00000.parquet"
+    pq.write_table(table, path, row_group_size=3)  # batches cut across groups
+    return path
+
+
+def test_every_row_reaches_its_roots_group_in_order(tmp_path, nmf_file, monkeypatch):
+    monkeypatch.setattr("das.estimate.exchange.READ_ROWS", 3)
+    target = arrow_target(str(tmp_path / "estimates"))
+    assert target is not None
+    groups = Groups(("", "y"), 1)  # x | y, z
+    source = Source(f"file://{nmf_file}", "measured", ("a", "ab"))
+    written = split_source(target, groups, 7, source)
+    # read 3 rows at a time: (x y z) (x1 x2 y1) (z1 top): a batch per group per read
+    assert [g for g, _ in written] == [0, 1, 0, 1, 1]
+    assert [b for _, b in written] == list(range(5))
+    pieces = {g: [(7, b) for h, b in written if h == g] for g in (0, 1)}
+    first, second = (group_rows(target, pieces[g]).to_pylist() for g in (0, 1))
+    assert [(r["level"], r["geocode"], r["values"]) for r in first] == [
+        ("a", "x", [1]),
+        ("ab", "x1", [4, 5]),
+        ("ab", "x2", [6, 7]),
+    ]
+    assert [r["geocode"] for r in second] == ["y", "z", "y1", "z1"]
+    assert {r["group"] for r in second} == {1} and {r["kind"] for r in first} == {"measured"}
+    assert (tmp_path / "estimates" / EXCHANGED.format(7)).exists()
+    finish(target)  # the exchange's files go before _SUCCESS
+    assert sorted(p.name for p in (tmp_path / "estimates").iterdir()) == ["_SUCCESS"]
+
+
+def test_the_levels_above_the_split_go_to_the_drivers_group(tmp_path, nmf_file):
+    target = arrow_target(str(tmp_path / "estimates"))
+    assert target is not None
+    source = Source(f"file://{nmf_file}", "exact", ("ab",), ("top", "a"))
+    written = split_source(target, Groups(("",), 1), 0, source)
+    pieces = {g: [(0, b) for h, b in written if h == g] for g in {g for g, _ in written}}
+    assert sorted(pieces) == [UPPER, 0]
+    upper = group_rows(target, pieces[UPPER]).to_pylist()
+    assert [(r["level"], r["geocode"]) for r in upper] == [
+        ("a", "x"),
+        ("a", "y"),
+        ("a", "z"),
+        ("top", ""),
+    ]
+    assert {r["group"] for r in upper} == {UPPER} and {r["kind"] for r in upper} == {"exact"}
+    assert [r["geocode"] for r in group_rows(target, pieces[0]).to_pylist()] == [
+        "x1",
+        "x2",
+        "y1",
+        "z1",
+    ]
