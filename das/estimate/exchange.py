@@ -34,7 +34,8 @@ import pyarrow.parquet as pq
 from pyspark.sql import SparkSession
 from pyspark.sql.pandas.types import from_arrow_schema
 
-from das.estimate.files import Target, arrow_uri, placed
+from das.estimate.files import Target, placed
+from das.spark.storage import arrow_uri
 
 #: A map task's file: its source's number.
 EXCHANGED = ".exchange-{:05d}.tmp"

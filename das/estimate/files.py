@@ -23,18 +23,16 @@ import uuid
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from urllib.parse import urlparse
 
 import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
+from das.spark.storage import arrow_uri
+
 #: A group's file, by its group's number; the driver's rows of the levels above the split.
 PART = "part-{:05d}.parquet"
 ABOVE = "part-above.parquet"
-
-#: Hadoop's names for S3 that pyarrow knows as ``s3``.
-S3_SCHEMES = ("s3a", "s3n")
 
 
 @dataclass(frozen=True)
@@ -45,12 +43,6 @@ class Target:
 
     def open(self) -> tuple[pafs.FileSystem, str]:
         return pafs.FileSystem.from_uri(self.uri)
-
-
-def arrow_uri(qualified: str) -> str:
-    """A URI as Hadoop qualifies it (e.g. ``file:/x``, ``s3a://b/x``) as pyarrow opens it."""
-    scheme = urlparse(qualified).scheme
-    return f"s3{qualified[len(scheme) :]}" if scheme in S3_SCHEMES else qualified
 
 
 def arrow_target(qualified: str) -> Target | None:

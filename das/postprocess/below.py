@@ -30,6 +30,9 @@ from functools import reduce
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
@@ -48,6 +51,7 @@ from das.postprocess.family import (
     query_share,
     subtree_combination,
 )
+from das.spark.storage import arrow_files
 from das.spec.config import Config
 from das.spec.geography import Level
 
@@ -167,6 +171,110 @@ def own_totals(
     )
 
 
+#: What a task of ``own_totals_by_files`` returns: ``own_totals``' columns.
+OWN_SCHEMA = pa.schema(
+    [
+        pa.field("level", pa.string()),
+        pa.field("geocode", pa.string()),
+        pa.field("own", pa.float64()),
+        pa.field("information", pa.float64()),
+        pa.field("dead", pa.bool_()),
+    ]
+)
+
+
+def own_totals_by_files(
+    spark: SparkSession,
+    config: Config,
+    files: Sequence[str],
+    histograms: Mapping[str, LevelHistograms],
+    levels: Sequence[Level],
+) -> DataFrame:
+    """``own_totals``, a task per NMF file reading it with pyarrow: Spark's scan and
+    Arrow transfer of the NMF's arrays cost more than the shares. A geounit's rows are
+    all in one file (the NMF is partitioned by geounit), so each task sums its own
+    geounits, in the file's order as Spark's aggregation did."""
+    plans = {level.name: level_plan(config, level.name) for level in levels}
+    masks = {
+        name: _sorted_masks(_masks(histograms[name]).select("geocode", "mask").toArrow())
+        for name in plans
+    }
+    shipped = spark.sparkContext.broadcast(masks)
+
+    def totals(ids: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in ids:
+            for index in batch.column("id").to_pylist():
+                yield _file_totals(files[index], plans, shipped.value)
+
+    ids = spark.range(len(files), numPartitions=max(len(files), 1))
+    return ids.mapInArrow(totals, from_arrow_schema(OWN_SCHEMA))
+
+
+def _sorted_masks(table: pa.Table) -> tuple[np.ndarray, np.ndarray]:
+    """A level's geocodes (ascending, as bytes) and their masks."""
+    table = table.sort_by("geocode")
+    codes = np.asarray(table["geocode"].to_numpy(zero_copy_only=False), dtype=bytes)
+    return codes, table["mask"].to_numpy().astype(np.int64)
+
+
+def _file_totals(
+    uri: str, plans: Mapping[str, LevelPlan], masks: Mapping[str, tuple[np.ndarray, np.ndarray]]
+) -> pa.RecordBatch:
+    """``own_totals``' rows of the geounits of one NMF file (those with a mask only, as
+    the inner join of the Spark path)."""
+    fs, path = pafs.FileSystem.from_uri(uri)
+    levels = pa.array(list(plans), pa.string())
+    shares = []
+    with fs.open_input_file(path) as raw:
+        columns = ["level", "geocode", "query", "values"]
+        for batch in pq.ParquetFile(raw).iter_batches(2048, columns=columns):
+            batch = batch.filter(pc.is_in(batch.column("level"), value_set=levels))
+            names = batch.column("level").to_numpy(zero_copy_only=False)
+            present = np.unique(names)
+            for name in present:  # mostly one: the NMF's files are sorted by level
+                plan = plans[name]
+                rows = batch if len(present) == 1 else batch.filter(pa.array(names == name))
+                codes, found = masks[name]
+                mine = np.asarray(rows.column("geocode").to_numpy(zero_copy_only=False), bytes)
+                at = np.minimum(np.searchsorted(codes, mine), max(len(codes) - 1, 0))
+                known = np.flatnonzero(codes[at] == mine) if len(codes) else np.array([], int)
+                if known.size:
+                    rows = rows.take(pa.array(known)).append_column(
+                        "mask", pa.array(found[at[known]])
+                    )
+                    shares.append(row_shares(plan, rows))
+    return _summed(pa.Table.from_batches(shares, schema=ROW_SCHEMA).combine_chunks())
+
+
+def _summed(shares: pa.Table) -> pa.RecordBatch:
+    """Per geounit (in order of first appearance), its rows' shares summed in order."""
+    key = pc.binary_join_element_wise(shares["level"], shares["geocode"], "/")
+    unique, first, inverse = np.unique(
+        key.to_numpy(zero_copy_only=False), return_index=True, return_inverse=True
+    )
+    order = np.argsort(first)  # geounits as they first appear
+    which = np.empty(len(unique), np.int64)
+    which[order] = np.arange(len(unique))
+    group = which[inverse]
+    weighted, weight = np.zeros(len(unique)), np.zeros(len(unique))
+    np.add.at(weighted, group, shares["weighted"].to_numpy())  # in row order, as Spark sums
+    np.add.at(weight, group, shares["weight"].to_numpy())
+    dead = np.zeros(len(unique), bool)
+    np.logical_or.at(dead, group, shares["dead"].to_numpy(zero_copy_only=False))
+    rows = first[order]
+    own = np.divide(weighted, weight, out=np.zeros_like(weighted), where=weight > 0)
+    return pa.RecordBatch.from_arrays(
+        [
+            shares["level"].take(pa.array(rows)).combine_chunks(),
+            shares["geocode"].take(pa.array(rows)).combine_chunks(),
+            pa.array(own),
+            pa.array(weight),
+            pa.array(dead),
+        ],
+        schema=OWN_SCHEMA,
+    )
+
+
 def below_totals(
     spark: SparkSession, config: Config, nmf: DataFrame, histograms: Mapping[str, LevelHistograms]
 ) -> dict[str, DataFrame]:
@@ -188,7 +296,12 @@ def below_totals(
         return {}
     # Computed once and kept: each level's branch below reads it, and Spark would
     # otherwise repeat the pass over the NMF (and build the masks) once per branch.
-    own = own_totals(config, nmf, histograms, measured).persist()
+    files = arrow_files(nmf)
+    if files is None:
+        own = own_totals(config, nmf, histograms, measured)
+    else:
+        own = own_totals_by_files(spark, config, files, histograms, measured)
+    own = own.persist()
     try:
         own.count()
         table = _gathered(own, histograms, levels[top:], measured)

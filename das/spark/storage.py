@@ -12,9 +12,12 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlparse
 
+import pyarrow as pa
+import pyarrow.fs as pafs
 from py4j.protocol import Py4JJavaError
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 
 from das.errors import UserError
 
@@ -177,3 +180,25 @@ def write_bytes(spark: SparkSession, uri: str, data: bytes) -> None:
     if not place.fs.rename(tmp, place.path):
         place.fs.delete(tmp, False)
         raise OSError(f"could not rename {tmp.toString()} to {place.uri}")
+
+
+#: Hadoop's names for S3 that pyarrow knows as ``s3``.
+S3_SCHEMES = ("s3a", "s3n")
+
+
+def arrow_uri(qualified: str) -> str:
+    """A URI as Hadoop qualifies it (e.g. ``file:/x``, ``s3a://b/x``) as pyarrow opens it."""
+    scheme = urlparse(qualified).scheme
+    return f"s3{qualified[len(scheme) :]}" if scheme in S3_SCHEMES else qualified
+
+
+def arrow_files(frame: DataFrame) -> list[str] | None:
+    """The files of a Parquet ``frame`` as pyarrow opens them, in name order; None where
+    pyarrow cannot open them (a file system only Spark knows)."""
+    files = [arrow_uri(f) for f in sorted(frame.inputFiles())]
+    try:
+        for uri in files[:1]:
+            pafs.FileSystem.from_uri(uri)
+    except (OSError, ValueError, pa.ArrowException):
+        return None
+    return files

@@ -12,7 +12,7 @@ from bench.total_bound import nmf_answers
 from das.input.read import read_histograms
 from das.job.run import run_job
 from das.output.validate import validate_run
-from das.postprocess.below import below_totals, total_pass_levels
+from das.postprocess.below import below_totals, own_totals, own_totals_by_files, total_pass_levels
 from das.postprocess.family import (
     allowed_cells,
     combined_information,
@@ -21,6 +21,7 @@ from das.postprocess.family import (
     with_below,
 )
 from das.privacy.measure import read_nmf
+from das.spark.storage import arrow_files
 from das.spec.config import load_config
 from tests.conftest import ROOT
 from tests.helpers import DEMO_SEED
@@ -42,6 +43,22 @@ def _own(config, nmf: pd.DataFrame, histograms: pd.DataFrame, level: str):
     groups, _, upper = facility_bounds(plan.schema, units)
     own, information = combined_information(plan, answers, None, allowed_cells(groups, upper))
     return codes, own, information
+
+
+def test_the_files_path_gives_sparks_own_totals_exactly(spark, demo_input, demo_run):
+    """A task per NMF file with pyarrow (where pyarrow opens the NMF) against Spark's
+    scan, join and aggregation: the same rows, bit for bit."""
+    config = _demo_config()
+    histograms = read_histograms(spark, config, str(demo_input))
+    nmf = read_nmf(spark, str(demo_run / "nmf"))
+    files = arrow_files(nmf)
+    assert files is not None and len(files) == 2  # two partitions: one task each
+    levels = config.geography.levels[1:]
+    keys = [("level", "ascending"), ("geocode", "ascending")]
+    by_spark = own_totals(config, nmf, histograms, levels).toArrow().sort_by(keys)
+    by_files = own_totals_by_files(spark, config, files, histograms, levels).toArrow()
+    assert by_files.sort_by(keys).equals(by_spark)
+    assert set(by_spark["level"].to_pylist()) == {level.name for level in levels}
 
 
 def test_the_bottom_up_pass_sums_every_childs_combination(spark, demo_input, demo_run):
