@@ -107,9 +107,10 @@ class TreeSampler(RssSampler):
     Finding the tree reads every process of the machine (~20 ms of CPU on a busy one, held
     under the GIL: at every sample it slowed the job it measured several-fold), so the tree
     is found again only every TREE_SECONDS; each sample reads just the known processes. CPU
-    seconds are those of every live process plus the reaped children of each (a Python
-    worker that exited counts in its parent's children times once reaped), less the
-    sampler's own when it samples its own process's tree.
+    seconds are each known process's own, its last reading kept once it is gone, less the
+    sampler's own when it samples its own process's tree. Children times are not used: a
+    Python worker that exits leaves its parent's count until reaped, and would then be
+    counted twice.
     """
 
     def __init__(self, pid: int) -> None:
@@ -117,6 +118,7 @@ class TreeSampler(RssSampler):
         self.series: list[tuple[float, float, int, int]] = []
         self.own_cpu = 0.0
         self._known: dict[int, tuple[psutil.Process, bool]] = {}  # pid -> (process, is JVM)
+        self._cpu: dict[tuple[int, float], float] = {}  # (pid, start) -> last CPU seconds
         self._next_walk = 0.0
         self._inside = pid == os.getpid()  # its own CPU is in the tree it samples
 
@@ -137,7 +139,7 @@ class TreeSampler(RssSampler):
 
     def sample(self) -> None:
         began = time.thread_time()
-        cpu, rss, largest, jvm, workers = 0.0, 0, 0, 0, 0
+        rss, largest, jvm, workers = 0, 0, 0, 0
         for proc, is_java in self._tree():
             try:
                 with proc.oneshot():
@@ -145,7 +147,7 @@ class TreeSampler(RssSampler):
             except psutil.Error:
                 self._known.pop(proc.pid, None)
                 continue
-            cpu += times.user + times.system + times.children_user + times.children_system
+            self._cpu[(proc.pid, proc.create_time())] = times.user + times.system
             rss += mem
             if proc.pid == self.process.pid:
                 self.peaks.driver = max(self.peaks.driver, mem)
@@ -159,6 +161,7 @@ class TreeSampler(RssSampler):
             max(self.peaks.jvm, jvm),
             max(self.peaks.workers, workers),
         )
+        cpu = sum(self._cpu.values())  # the gone processes' last readings too
         self.own_cpu += time.thread_time() - began
         self.series.append((time.time(), cpu - self.own_cpu * self._inside, rss, largest))
 
