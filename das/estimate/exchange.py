@@ -24,18 +24,17 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from itertools import groupby
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.fs as pafs
-import pyarrow.parquet as pq
 from pyspark.sql import SparkSession
 from pyspark.sql.pandas.types import from_arrow_schema
 
 from das.estimate.files import Target, placed
-from das.spark.storage import arrow_uri
+from das.spark.storage import arrow_uri, level_batches
 
 #: A map task's file: its source's number.
 EXCHANGED = ".exchange-{:05d}.tmp"
@@ -85,8 +84,12 @@ class Groups:
         """The group of each geocode's root (its first ``root_length`` characters)."""
         roots = pc.utf8_slice_codeunits(geocodes, 0, self.root_length)
         codes = np.asarray(roots.to_numpy(zero_copy_only=False), dtype=str)
-        bounds = np.asarray(self.bounds, dtype=str)
-        return np.searchsorted(bounds, codes, side="right").astype(np.int64) - 1
+        return np.searchsorted(self.sorted, codes, side="right").astype(np.int64) - 1
+
+    @cached_property
+    def sorted(self) -> np.ndarray:
+        """``bounds`` as the array ``group`` searches, built once per task's copy."""
+        return np.asarray(self.bounds, dtype=str)
 
 
 @dataclass(frozen=True)
@@ -117,22 +120,17 @@ def split_source(
 ) -> list[tuple[int, int]]:
     """Write ``source``'s rows of its levels to the exchange file ``index``, as batches of
     one group each, in the order read; return (group, batch) of each batch written."""
-    fs, path = pafs.FileSystem.from_uri(source.uri)
     written: list[tuple[int, int]] = []
     options = pa.ipc.IpcWriteOptions(compression="lz4")
-    levels = pa.array(source.levels + source.upper, pa.string())
     upper = pa.array(source.upper, pa.string())
+    columns = ["level", "geocode", "query", "values"]
     with (
-        fs.open_input_file(path) as raw,
         placed(target, EXCHANGED.format(index)) as (out, temporary),
         out.open_output_stream(temporary) as sink,
         pa.ipc.new_file(sink, ROW_SCHEMA, options=options) as writer,
     ):
-        columns = ["level", "geocode", "query", "values"]
-        for batch in pq.ParquetFile(raw).iter_batches(READ_ROWS, columns=columns):
-            batch = batch.filter(pc.is_in(batch.column("level"), value_set=levels))
-            if not batch.num_rows:
-                continue
+        levels = source.levels + source.upper
+        for batch in level_batches(source.uri, columns, levels, READ_ROWS):
             group = groups.group(batch.column("geocode"))
             group[pc.is_in(batch.column("level"), value_set=upper).to_numpy(False)] = UPPER
             order = np.argsort(group, kind="stable")  # a group's rows keep their order

@@ -32,8 +32,6 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.fs as pafs
-import pyarrow.parquet as pq
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
@@ -63,7 +61,7 @@ from das.estimate.subtree import (
 from das.estimate.tree import Estimate, Invariant, LevelData, down_pass, up_pass
 from das.estimate.write import ESTIMATES_SCHEMA, arrow_schema, estimate_batches
 from das.spark.marks import RunMode
-from das.spark.storage import exists, qualified
+from das.spark.storage import exists, level_batches, qualified
 from das.spec.config import Config
 
 log = logging.getLogger("das.estimate")
@@ -109,12 +107,9 @@ def block_counts_of(files: Sequence[Source], config: Config) -> tuple[np.ndarray
     first = min(q.name for q in config.queries[block])
     keys = []
     for file in files:  # a batch at a time: the driver keeps a short key per block only
-        fs, path = pafs.FileSystem.from_uri(file.uri)
-        with fs.open_input_file(path) as raw:
-            for batch in pq.ParquetFile(raw).iter_batches(columns=["level", "geocode", "query"]):
-                keep = pc.and_(pc.equal(batch["level"], block), pc.equal(batch["query"], first))
-                codes = batch["geocode"].filter(keep)
-                keys.append(pc.utf8_slice_codeunits(codes, 0, levels[-2].length))
+        for batch in level_batches(file.uri, ["level", "geocode", "query"], [block], 65536):
+            codes = batch["geocode"].filter(pc.equal(batch["query"], first))
+            keys.append(pc.utf8_slice_codeunits(codes, 0, levels[-2].length))
     counts = pa.chunked_array(keys, pa.string()).value_counts()
     return _ascending(counts.field("values"), counts.field("counts"))
 

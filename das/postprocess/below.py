@@ -31,8 +31,6 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.fs as pafs
-import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
@@ -51,7 +49,7 @@ from das.postprocess.family import (
     query_share,
     subtree_combination,
 )
-from das.spark.storage import arrow_files
+from das.spark.storage import arrow_files, level_batches
 from das.spec.config import Config
 from das.spec.geography import Level
 
@@ -222,28 +220,29 @@ def _file_totals(
 ) -> pa.RecordBatch:
     """``own_totals``' rows of the geounits of one NMF file (those with a mask only, as
     the inner join of the Spark path)."""
-    fs, path = pafs.FileSystem.from_uri(uri)
-    levels = pa.array(list(plans), pa.string())
     shares = []
-    with fs.open_input_file(path) as raw:
-        columns = ["level", "geocode", "query", "values"]
-        for batch in pq.ParquetFile(raw).iter_batches(2048, columns=columns):
-            batch = batch.filter(pc.is_in(batch.column("level"), value_set=levels))
-            names = batch.column("level").to_numpy(zero_copy_only=False)
-            present = np.unique(names)
-            for name in present:  # mostly one: the NMF's files are sorted by level
-                plan = plans[name]
-                rows = batch if len(present) == 1 else batch.filter(pa.array(names == name))
-                codes, found = masks[name]
-                mine = np.asarray(rows.column("geocode").to_numpy(zero_copy_only=False), bytes)
-                at = np.minimum(np.searchsorted(codes, mine), max(len(codes) - 1, 0))
-                known = np.flatnonzero(codes[at] == mine) if len(codes) else np.array([], int)
-                if known.size:
-                    rows = rows.take(pa.array(known)).append_column(
-                        "mask", pa.array(found[at[known]])
-                    )
-                    shares.append(row_shares(plan, rows))
+    for batch in level_batches(uri, ["level", "geocode", "query", "values"], list(plans)):
+        names = batch.column("level").to_numpy(zero_copy_only=False)
+        present = np.unique(names)
+        for name in present:  # mostly one: the NMF's files are sorted by level
+            rows = batch if len(present) == 1 else batch.filter(pa.array(names == name))
+            codes, found = masks[name]
+            mine = np.asarray(rows.column("geocode").to_numpy(zero_copy_only=False), bytes)
+            at, known = _lookup(codes, mine)
+            if known.any():
+                rows = rows.filter(pa.array(known)).append_column(
+                    "mask", pa.array(found[at[known]])
+                )
+                shares.append(row_shares(plans[name], rows))
     return _summed(pa.Table.from_batches(shares, schema=ROW_SCHEMA).combine_chunks())
+
+
+def _lookup(codes: np.ndarray, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Where each of ``keys`` is in the ascending ``codes``, and whether it is there."""
+    if not len(codes):
+        return np.zeros(len(keys), np.int64), np.zeros(len(keys), bool)
+    at = np.minimum(np.searchsorted(codes, keys), len(codes) - 1)
+    return at, codes[at] == keys
 
 
 def _summed(shares: pa.Table) -> pa.RecordBatch:

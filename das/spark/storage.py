@@ -10,12 +10,15 @@ system of the Hadoop configuration, relative to the driver's working directory).
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlparse
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.fs as pafs
+import pyarrow.parquet as pq
 from py4j.protocol import Py4JJavaError
 from pyspark.sql import DataFrame, SparkSession
 
@@ -202,3 +205,18 @@ def arrow_files(frame: DataFrame) -> list[str] | None:
     except (OSError, ValueError, pa.ArrowException):
         return None
     return files
+
+
+def level_batches(
+    uri: str, columns: Sequence[str], levels: Sequence[str], rows: int = 2048
+) -> Iterator[pa.RecordBatch]:
+    """A run's Parquet file (the NMF's, or ``invariants/``) read by pyarrow ``rows`` rows at
+    a time: ``columns`` (``level`` among them) of the rows of ``levels``, empty batches
+    skipped. A batch at a time, so a task holds one batch of a file, not the file."""
+    fs, path = pafs.FileSystem.from_uri(uri)
+    wanted = pa.array(list(levels), pa.string())
+    with fs.open_input_file(path) as raw:
+        for batch in pq.ParquetFile(raw).iter_batches(rows, columns=list(columns)):
+            batch = batch.filter(pc.is_in(batch.column("level"), value_set=wanted))
+            if batch.num_rows:
+                yield batch
