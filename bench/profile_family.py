@@ -25,6 +25,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from das.input.read import geocode_of, read_histograms
+from das.postprocess.below import below_totals
 from das.postprocess.family import family_rows, level_plan
 from das.postprocess.levels import SOLUTION_SCHEMA, checkpoint_path, children_frame
 from das.privacy.measure import read_nmf
@@ -47,14 +48,20 @@ def parent_level_of(config: Config, level: str) -> Level:
 def rebuild_families(
     spark: SparkSession, config: Config, run: Path, input_dir: str, level: str, codes: list[str]
 ) -> list[tuple[str, pa.Table, np.ndarray]]:
-    """(parent geocode, its children's rows as the level's Spark task saw them, the parent's
-    protected counts over all cells) for each parent in ``codes``, from a finished run."""
+    """(parent geocode, its children's rows as the level's Spark task saw them, with their
+    subtree totals where the job joins them, the parent's protected counts over all
+    cells) for each parent in ``codes``, from a finished run."""
     parent_level = parent_level_of(config, level)
     plan = level_plan(config, level)
     histograms = read_histograms(spark, config, input_dir)
+    nmf = read_nmf(spark, str(run / "nmf"))
+    frame = children_frame(nmf, histograms[level], plan)
+    if config.file.postprocess.target == "measurements":  # as the job joins them
+        below = below_totals(spark, config, nmf, histograms).get(level)
+        if below is not None:
+            frame = frame.join(F.broadcast(below), "geocode", "left")
     children = (
-        children_frame(read_nmf(spark, str(run / "nmf")), histograms[level], plan)
-        .withColumn("parent", geocode_of("geocode", parent_level.length))
+        frame.withColumn("parent", geocode_of("geocode", parent_level.length))
         .filter(F.col("parent").isin(codes))
         .toArrow()
     )

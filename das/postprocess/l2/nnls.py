@@ -74,6 +74,9 @@ if TYPE_CHECKING:
 #: them and stopped short of the optimum. Four times the most seen.
 MAX_ACTIVE_SET_STEPS = 200
 
+#: Steps of one change each (after a cycle) before the active-set method gives up.
+SINGLE_STEPS = 40
+
 #: Proximal steps (weight PROXIMAL_WEIGHT * mean diagonal of Q) when Q is singular.
 PROXIMAL_STEPS = 5
 PROXIMAL_WEIGHT = 1e-2
@@ -92,37 +95,70 @@ class L2Result:
 
 
 # ---- the primal-dual active-set method ---------------------------------------------------
-def next_active(
-    cp: CompactProblem, normal: Normal, active: ActiveSet, point: Point, tol: Tolerances
-) -> ActiveSet | None:
-    """The primal-dual active-set update, or None if ``point`` satisfies the KKT conditions.
+@dataclass(frozen=True)
+class Changes:
+    """What violates the KKT conditions at a point, as the update would change it: free
+    variables that went negative, zeros with a negative reduced cost, tight bounds with a
+    negative multiplier, violated bounds."""
 
-    Free variables that went negative become zero; zero variables with a negative reduced
-    cost become free; tight group bounds with a negative multiplier are released and
-    violated ones become tight (Hintermueller, Ito & Kunisch 2002, for bounds).
-    """
+    drop: np.ndarray  # (C, n)
+    add: np.ndarray  # (C, n)
+    release_upper: np.ndarray  # (C, G)
+    release_lower: np.ndarray  # (C, G)
+    hit_upper: np.ndarray  # (C, G)
+    hit_lower: np.ndarray  # (C, G)
+    mu: np.ndarray  # (C, n): the reduced costs at the point
+
+    def masks(self) -> tuple[np.ndarray, ...]:
+        return (
+            self.drop,
+            self.add,
+            self.release_upper,
+            self.release_lower,
+            self.hit_upper,
+            self.hit_lower,
+        )
+
+    def count(self) -> int:
+        return sum(int(mask.sum()) for mask in self.masks())
+
+    def last_only(self) -> Changes:
+        """Only the last change, in the order of ``masks`` and row-major within each:
+        Murty's rule (one index at a time, always the largest), which cannot cycle."""
+        masks = [np.zeros_like(mask) for mask in self.masks()]
+        for mask, kept in zip(reversed(self.masks()), reversed(masks), strict=True):
+            if mask.any():
+                kept.flat[np.flatnonzero(mask)[-1]] = True
+                break
+        drop, add, release_upper, release_lower, hit_upper, hit_lower = masks
+        return Changes(drop, add, release_upper, release_lower, hit_upper, hit_lower, self.mu)
+
+
+def changes_at(
+    cp: CompactProblem, normal: Normal, active: ActiveSet, point: Point, tol: Tolerances
+) -> Changes:
+    """The KKT conditions' violations at ``point`` on the face ``active``."""
     x, duals = point.x, point.duals
     mu = reduced_costs(cp, normal, x, duals)
     sums = group_sums(cp, x)
-    drop = active.free & (x < -tol.primal)
-    add = cp.open & ~active.free & (mu < -tol.dual)
-    release_upper = active.upper & ((duals.upper < -tol.dual) | point.inconsistent[:, None])
-    release_lower = active.lower & ((duals.lower < -tol.dual) | point.inconsistent[:, None])
-    hit_upper = ~active.upper & (sums > cp.upper + tol.primal)
-    hit_lower = ~active.lower & (sums < cp.lower - tol.primal)
-    if not (
-        drop.any()
-        or add.any()
-        or release_upper.any()
-        or release_lower.any()
-        or hit_upper.any()
-        or hit_lower.any()
-    ):
-        return None
-    free = (active.free & ~drop) | add
-    upper = (active.upper & ~release_upper) | hit_upper
-    lower = ((active.lower & ~release_lower) | hit_lower) & ~upper
-    return ActiveSet(_keep_rows_reachable(cp, free, lower, mu), upper, lower)
+    return Changes(
+        drop=active.free & (x < -tol.primal),
+        add=cp.open & ~active.free & (mu < -tol.dual),
+        release_upper=active.upper & ((duals.upper < -tol.dual) | point.inconsistent[:, None]),
+        release_lower=active.lower & ((duals.lower < -tol.dual) | point.inconsistent[:, None]),
+        hit_upper=~active.upper & (sums > cp.upper + tol.primal),
+        hit_lower=~active.lower & (sums < cp.lower - tol.primal),
+        mu=mu,
+    )
+
+
+def next_active(cp: CompactProblem, active: ActiveSet, changes: Changes) -> ActiveSet:
+    """The primal-dual active-set update (Hintermueller, Ito & Kunisch 2002, for bounds):
+    every violation of ``changes`` changes the face at once."""
+    free = (active.free & ~changes.drop) | changes.add
+    upper = (active.upper & ~changes.release_upper) | changes.hit_upper
+    lower = ((active.lower & ~changes.release_lower) | changes.hit_lower) & ~upper
+    return ActiveSet(_keep_rows_reachable(cp, free, lower, changes.mu), upper, lower)
 
 
 def _keep_rows_reachable(
@@ -151,11 +187,19 @@ def active_set_method(
 ) -> tuple[Point, ActiveSet, int] | None:
     """Iterate ``next_active`` from ``active`` until the KKT test passes.
 
-    Returns (optimal point, its face, steps) or None on a singular face, a repeated active
-    set (cycling) or ``max_steps`` without convergence, and the caller falls back.
+    The plain update changes every violation at once and can cycle on degenerate faces.
+    When a face repeats, it changes one violation per step instead (Murty's rule, as
+    block principal pivoting does, Judice & Pires 1994) until there are fewer violations
+    than ever before, for at most ``SINGLE_STEPS`` steps in all. A run that never cycles
+    takes exactly the plain method's steps.
+
+    Returns (optimal point, its face, steps) or None on a singular face, a face repeated
+    under the same rule, ``SINGLE_STEPS`` single changes or ``max_steps`` without
+    convergence, and the caller falls back.
     """
     tol = tolerances(cp, normal)
-    seen = set()
+    seen: set[tuple[bytes, bool]] = set()
+    fewest, single, singles = np.inf, False, 0
     for step in range(1, max_steps + 1):
         point = equality_solve(cp, normal, active, tol.primal * 100)
         if point is None or not np.isfinite(point.x).all():
@@ -163,12 +207,20 @@ def active_set_method(
         tight = active.upper | active.lower
         if point.inconsistent.any() and not tight[point.inconsistent].any():
             return None
-        following = next_active(cp, normal, active, point, tol)
-        if following is None:
+        changes = changes_at(cp, normal, active, point, tol)
+        count = changes.count()
+        if not count:
             return point, active, step
-        if following.key() in seen:
+        if count < fewest:
+            fewest, single = count, False
+        following = next_active(cp, active, changes.last_only() if single else changes)
+        if not single and (following.key(), False) in seen:  # the plain update cycles
+            single = True
+            following = next_active(cp, active, changes.last_only())
+        singles += single
+        if (following.key(), single) in seen or singles > SINGLE_STEPS:
             return None
-        seen.add(active.key())
+        seen.add((active.key(), single))
         active = following
     return None
 

@@ -14,7 +14,7 @@ from das.postprocess.l2 import nnls as l2
 from das.postprocess.parent import solve_parent
 from das.postprocess.reference import solve_l2_reference
 from das.postprocess.solution_check import check_solution
-from tests.unit.postprocess.instances import SEEDS, relative, small
+from tests.unit.postprocess.instances import SEEDS, parent_instance, relative, small
 
 
 @pytest.mark.parametrize("seed", SEEDS)
@@ -115,3 +115,37 @@ def test_weighted_interior_point_fallback_reaches_the_same_optimum(monkeypatch):
     slow = solve_parent(problem)
     assert slow.stats.l2_method.startswith("interior point")
     assert relative(slow.l2_objective, fast.l2_objective) < 1e-7
+
+
+@pytest.mark.parametrize(
+    ("seed", "children", "size", "rho"), [(97, 10, 100.0, 0.02), (42, 40, 600.0, 0.005)]
+)
+def test_a_cycling_active_set_method_changes_one_violation_at_a_time(
+    monkeypatch, seed, children, size, rho
+):
+    """Instances on which the plain primal-dual update repeats a face (found by search;
+    whether an instance does can depend on BLAS's threads, these two do with one or two):
+    with one change per step after the repeat, the active-set method reaches the optimum
+    itself, where the plain one fell back to the interior-point method."""
+    problem = parent_instance(seed, n_children=children, mean_size=size, rho=rho).problem
+    safeguarded = solve_parent(problem)
+    monkeypatch.setattr(l2, "SINGLE_STEPS", 0)  # a repeated face ends the method, as before
+    plain = solve_parent(problem)
+    assert plain.stats.l2_method.startswith("interior point")
+    assert safeguarded.stats.l2_method == "active set"
+    assert safeguarded.l2_objective <= plain.l2_objective * (1 + 1e-12)
+    _, reference = solve_l2_reference(problem)
+    assert relative(safeguarded.l2_objective, reference) < 1e-6
+    assert check_solution(problem, safeguarded.counts) == []
+
+
+def test_one_change_is_the_last_violation():
+    """Murty's rule: of every violation, only the last (in the masks' order, row-major)."""
+    none = np.zeros((2, 3), bool)
+    drop, add = none.copy(), none.copy()
+    drop[0, 1] = add[0, 2] = add[1, 0] = True
+    bounds = np.zeros((2, 1), bool)
+    changes = l2.Changes(drop, add, bounds, bounds, bounds, bounds, np.zeros((2, 3)))
+    one = changes.last_only()
+    assert one.count() == 1 and one.add[1, 0]
+    assert not one.drop.any() and changes.count() == 3
