@@ -40,9 +40,28 @@ def test_interior_point_fallback_reaches_the_same_optimum(monkeypatch):
     problem = small(12).problem
     fast = solve_parent(problem)
     monkeypatch.setattr(l2, "MAX_ACTIVE_SET_STEPS", 0)
+    monkeypatch.setattr(l2, "FIRST_POLISH_STEPS", 0)  # through the working set's rounds
     slow = solve_parent(problem)
     assert slow.stats.l2_method.startswith("interior point")
     assert relative(slow.l2_objective, fast.l2_objective) < 1e-7
+    assert check_solution(problem, slow.counts) == []
+
+
+def test_the_first_working_set_round_and_active_set_steps_reach_the_optimum(monkeypatch):
+    """After the fallback's first Clarabel round, active-set steps from the face it points
+    at give the exact optimum, and no later (costlier) round runs."""
+    problem = small(12).problem
+    fast = solve_parent(problem)
+
+    def no_later_round(*args, **kwargs):
+        raise AssertionError("a second working-set round ran")
+
+    monkeypatch.setattr(l2, "MAX_ACTIVE_SET_STEPS", 0)
+    monkeypatch.setattr(l2, "interior_point", no_later_round)
+    slow = solve_parent(problem)
+    assert slow.stats.l2_method == "interior point + active set"
+    assert slow.stats.interior_point_rounds == 1
+    assert relative(slow.l2_objective, fast.l2_objective) < 1e-9
     assert check_solution(problem, slow.counts) == []
 
 
@@ -112,6 +131,7 @@ def test_weighted_interior_point_fallback_reaches_the_same_optimum(monkeypatch):
     problem = _weighted(13)
     fast = solve_parent(problem)
     monkeypatch.setattr(l2, "MAX_ACTIVE_SET_STEPS", 0)
+    monkeypatch.setattr(l2, "FIRST_POLISH_STEPS", 0)  # through the working set's rounds
     slow = solve_parent(problem)
     assert slow.stats.l2_method.startswith("interior point")
     assert relative(slow.l2_objective, fast.l2_objective) < 1e-7
