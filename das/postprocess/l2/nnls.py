@@ -137,7 +137,9 @@ class Changes:
 
     def last_only(self) -> Changes:
         """Only the last change, in the order of ``masks`` and row-major within each:
-        Murty's rule (one index at a time, always the largest), which cannot cycle."""
+        Murty's rule (one index at a time, always the largest). It cannot cycle on a
+        P-matrix complementarity problem; here the equality rows make that no theorem,
+        so ``active_set_method`` still stops on a repeat."""
         masks = [np.zeros_like(mask) for mask in self.masks()]
         for mask, kept in zip(reversed(self.masks()), reversed(masks), strict=True):
             if mask.any():
