@@ -138,7 +138,8 @@ def test_weighted_interior_point_fallback_reaches_the_same_optimum(monkeypatch):
 
 
 @pytest.mark.parametrize(
-    ("seed", "children", "size", "rho"), [(97, 10, 100.0, 0.02), (42, 40, 600.0, 0.005)]
+    ("seed", "children", "size", "rho"),
+    [(97, 10, 100.0, 0.02), pytest.param(42, 40, 600.0, 0.005, marks=pytest.mark.slow)],
 )
 def test_a_cycling_active_set_method_changes_one_violation_at_a_time(
     monkeypatch, seed, children, size, rho
