@@ -280,22 +280,15 @@ def solve_l2(cp: CompactProblem, feasible: np.ndarray) -> L2Result:
     start = start_face(cp, normal, feasible)
     found = active_set_method(cp, normal, start, MAX_ACTIVE_SET_STEPS)
     if found is not None:
-        x = np.maximum(found[0].x, 0.0)
-        return L2Result(x, objective(cp, x), "optimal", "active set", found[2], 0)
+        return _exact(cp, found, "active set", 0)
     first = solve_restricted(cp, normal, start.free)
     polished = active_set_method(cp, normal, face_of(cp, normal, first), FIRST_POLISH_STEPS)
     if polished is not None:  # the first round's face is near enough: no larger round
-        x = np.maximum(polished[0].x, 0.0)
-        return L2Result(
-            x, objective(cp, x), "optimal", "interior point + active set", polished[2], 1
-        )
+        return _exact(cp, polished, "interior point + active set", 1)
     solved, rounds = interior_point(cp, normal, start.free, first)
     polished = active_set_method(cp, normal, face_of(cp, normal, solved), 5)
     if polished is not None:
-        x = np.maximum(polished[0].x, 0.0)
-        return L2Result(
-            x, objective(cp, x), "optimal", "interior point + active set", polished[2], rounds
-        )
+        return _exact(cp, polished, "interior point + active set", rounds)
     proximal = proximal_polish(cp, normal, solved)
     if proximal is not None and objective(cp, proximal[0]) <= objective(cp, solved.x):
         return L2Result(
@@ -313,3 +306,11 @@ def solve_l2(cp: CompactProblem, feasible: np.ndarray) -> L2Result:
         )
     status = "optimal" if solved.status == "Solved" else "optimal (reduced accuracy)"
     return L2Result(solved.x, objective(cp, solved.x), status, "interior point", 0, rounds)
+
+
+def _exact(
+    cp: CompactProblem, found: tuple[Point, ActiveSet, int], method: str, rounds: int
+) -> L2Result:
+    """The result of an active-set run that passed the KKT test (clipped at zero)."""
+    x = np.maximum(found[0].x, 0.0)
+    return L2Result(x, objective(cp, x), "optimal", method, found[2], rounds)

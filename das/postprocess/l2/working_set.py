@@ -191,19 +191,14 @@ def solve_restricted(
 
 
 def interior_point(
-    cp: CompactProblem,
-    normal: Normal,
-    working: np.ndarray,
-    first: InteriorPointSolution | None = None,
+    cp: CompactProblem, normal: Normal, working: np.ndarray, first: InteriorPointSolution
 ) -> tuple[InteriorPointSolution, int]:
     """Clarabel on a growing working set until no left-out variable has a negative
     reduced cost (then the restricted optimum is the full one). Returns (solve, rounds).
-    ``first``: the first round's solve on ``working``, when the caller has it already."""
+    ``first``: the first round's solve on ``working`` (``solve_restricted``)."""
     tolerance = tolerances(cp, normal).dual
     for rounds in range(1, MAX_ROUNDS + 1):
-        solved = (
-            first if rounds == 1 and first is not None else solve_restricted(cp, normal, working)
-        )
+        solved = first if rounds == 1 else solve_restricted(cp, normal, working)
         mu = reduced_costs(cp, normal, solved.x, solved.duals)
         violated = cp.open & ~working & (mu < -tolerance)
         if not violated.any():
