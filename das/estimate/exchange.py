@@ -34,7 +34,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql.pandas.types import from_arrow_schema
 
 from das.estimate.files import Target, placed
-from das.spark.storage import arrow_uri, level_batches
+from das.spark.storage import level_batches
 
 #: A map task's file: its source's number.
 EXCHANGED = ".exchange-{:05d}.tmp"
@@ -104,15 +104,11 @@ class Source:
 
 
 def sources(
-    spark: SparkSession,
-    directory: str,
-    kind: str,
-    levels: Sequence[str] = (),
-    upper: Sequence[str] = (),
+    files: Sequence[str], kind: str, levels: Sequence[str] = (), upper: Sequence[str] = ()
 ) -> list[Source]:
-    """The Parquet files of a complete public directory, in name order."""
-    files = sorted(spark.read.parquet(directory).inputFiles())
-    return [Source(arrow_uri(f), kind, tuple(levels), tuple(upper)) for f in files]
+    """``files`` (a directory's, as ``das.spark.storage.arrow_files`` lists them) as
+    sources of ``kind``."""
+    return [Source(f, kind, tuple(levels), tuple(upper)) for f in files]
 
 
 def split_source(
@@ -165,7 +161,9 @@ INDEX_SCHEMA = pa.schema(
 )
 
 
-def exchange(spark: SparkSession, target: Target, groups: Groups, inputs: list[Source]) -> Pieces:
+def exchange(
+    spark: SparkSession, target: Target, groups: Groups, inputs: Sequence[Source]
+) -> Pieces:
     """Every source split by group (a Spark task each); where each group's rows are."""
     if not inputs:
         return {}

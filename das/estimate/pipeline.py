@@ -38,7 +38,7 @@ from pyspark.sql.pandas.types import from_arrow_schema
 
 from das.errors import InternalError, UserError
 from das.estimate.basis import Basis, schema_basis
-from das.estimate.exchange import UPPER, Groups, Pieces, Source, exchange, group_rows, sources
+from das.estimate.exchange import UPPER, Groups, Source, exchange, group_rows, sources
 from das.estimate.files import ABOVE, Target, arrow_target, finish, write_file
 from das.estimate.read import check_sums, exact_totals, parents
 from das.estimate.subtree import (
@@ -61,7 +61,7 @@ from das.estimate.subtree import (
 from das.estimate.tree import Estimate, Invariant, LevelData, down_pass, up_pass
 from das.estimate.write import ESTIMATES_SCHEMA, arrow_schema, estimate_batches
 from das.spark.marks import RunMode
-from das.spark.storage import exists, level_batches, qualified
+from das.spark.storage import arrow_files, exists, level_batches, qualified
 from das.spec.config import Config
 
 log = logging.getLogger("das.estimate")
@@ -99,7 +99,7 @@ def block_counts(nmf: DataFrame, config: Config) -> tuple[np.ndarray, np.ndarray
     return _ascending(counts["prefix"], counts["count"])
 
 
-def block_counts_of(files: Sequence[Source], config: Config) -> tuple[np.ndarray, np.ndarray]:
+def block_counts_of(files: Sequence[str], config: Config) -> tuple[np.ndarray, np.ndarray]:
     """``block_counts`` from the NMF's files, read on the driver by pyarrow: only the
     keys, no Spark job."""
     levels = config.geography.levels
@@ -107,7 +107,7 @@ def block_counts_of(files: Sequence[Source], config: Config) -> tuple[np.ndarray
     first = min(q.name for q in config.queries[block])
     keys = []
     for file in files:  # a batch at a time: the driver keeps a short key per block only
-        for batch in level_batches(file.uri, ["level", "geocode", "query"], [block], 65536):
+        for batch in level_batches(file, ["level", "geocode", "query"], [block], 65536):
             codes = batch["geocode"].filter(pc.equal(batch["query"], first))
             keys.append(pc.utf8_slice_codeunits(codes, 0, levels[-2].length))
     counts = pa.chunked_array(keys, pa.string()).value_counts()
@@ -288,11 +288,12 @@ def estimate_output(
     basis = schema_basis(config.schema, [q for qs in config.queries.values() for q in qs])
     path = f"{root}/estimates"
     target = arrow_target(qualified(spark, path))
-    if target is None:
+    nmf_files = None if target is None else arrow_files(nmf)
+    if target is None or nmf_files is None:
         log.info("estimates: written by Spark (pyarrow cannot open %s)", path)
         prefixes, blocks = block_counts(nmf, config)
     else:
-        prefixes, blocks = block_counts_of(sources(spark, f"{root}/nmf", MEASURED), config)
+        prefixes, blocks = block_counts_of(nmf_files, config)
     split = split_level(prefixes, blocks, config, max_blocks)
     plan = Plan(config, basis, split, f"{root}/nmf")
     # a group of subtrees has about max_blocks blocks
@@ -300,33 +301,35 @@ def estimate_output(
     log.info(
         "estimate: subtrees rooted at level %s, in %d groups", config.geography.names[split], count
     )
-    if target is None:
+    if target is None or nmf_files is None:
         summaries = _by_spark(spark, nmf, invariants, plan, count, path)
     else:
         length = config.geography.levels[split].length
         groups = Groups.of(*root_blocks(prefixes, blocks, length), count, length)
-        summaries = _by_tasks(spark, plan, groups, target)
+        inputs = exchange_inputs(plan, nmf_files, invariants)
+        summaries = _by_tasks(spark, plan, groups, target, inputs)
     log.info("estimates written to %s", path)
     return summaries
 
 
-def exchanged(spark: SparkSession, plan: Plan, target: Target, groups: Groups) -> Pieces:
-    """The NMF's rows (and the invariants') sorted out by group into the exchange's files:
-    those of the levels above the split into the group ``UPPER``."""
-    root = plan.where.rsplit("/", 1)[0]
+def exchange_inputs(
+    plan: Plan, nmf_files: Sequence[str], invariants: DataFrame | None
+) -> list[Source]:
+    """The files whose rows the exchange sorts out by group: the NMF's (``nmf_files``,
+    listed once by the caller) and the invariants'; the rows of the levels above the split
+    go to the group ``UPPER``."""
     names = plan.config.geography.names
     below, upper = names[plan.split :], names[: plan.split]
-    inputs = sources(spark, plan.where, MEASURED, below, upper)
+    inputs = sources(nmf_files, MEASURED, below, upper)
     if plan.invariant >= 0:
+        files = None if invariants is None else arrow_files(invariants)
+        if files is None:
+            raise InternalError(f"estimates: pyarrow cannot list {plan.invariants_where}")
         exact = names[: plan.invariant + 1]
         inputs += sources(
-            spark,
-            f"{root}/invariants",
-            EXACT,
-            [n for n in exact if n in below],
-            [n for n in exact if n in upper],
+            files, EXACT, [n for n in exact if n in below], [n for n in exact if n in upper]
         )
-    return exchange(spark, target, groups, inputs)
+    return inputs
 
 
 @dataclass(frozen=True)
@@ -354,11 +357,12 @@ def middle(upper: Upper, plan: Plan, ups: pa.Table) -> Middle:
 
 
 def _by_tasks(
-    spark: SparkSession, plan: Plan, groups: Groups, target: Target
+    spark: SparkSession, plan: Plan, groups: Groups, target: Target, inputs: Sequence[Source]
 ) -> list[LevelSummary]:
-    """Groups of ranges of roots, their rows through the exchange, each group's file of
-    ``estimates/`` written by its task; the driver's rows through the exchange too."""
-    pieces = exchanged(spark, plan, target, groups)
+    """Groups of ranges of roots, their rows (of ``inputs``) through the exchange, each
+    group's file of ``estimates/`` written by its task; the driver's rows through the
+    exchange too."""
+    pieces = exchange(spark, target, groups, inputs)
     upper = upper_of(group_rows(target, pieces.pop(UPPER, [])), plan)
     ids = spark.range(len(pieces), numPartitions=max(len(pieces), 1))  # a task per group
     ups = ids.mapInArrow(up_groups(plan, target, pieces), from_arrow_schema(UP_SCHEMA))
