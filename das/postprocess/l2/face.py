@@ -62,6 +62,12 @@ class _Faces:
     n: np.ndarray  # (S, K, W)
 
 
+#: The eliminations of the children above STACKED_MAX_BLOCKS from earlier steps of one
+#: active-set run, by child: (the signature of the child's face, its elimination). Late
+#: steps change the faces of few children; the others' eliminations are the same arrays.
+Known = dict[int, tuple[bytes, _Faces]]
+
+
 def _held_rows(
     cp: CompactProblem, active: ActiveSet, c: int, blocks: np.ndarray, eq_rows: np.ndarray
 ) -> tuple[np.ndarray, ...]:
@@ -301,11 +307,16 @@ def _coupling_multipliers(cp: CompactProblem, stacks: list[_Faces]) -> np.ndarra
 
 
 def equality_solve(
-    cp: CompactProblem, normal: Normal, active: ActiveSet, tolerance: float
+    cp: CompactProblem, normal: Normal, active: ActiveSet, tolerance: float, known: Known
 ) -> Point | None:
     """The minimiser over the face ``active`` by block elimination: one small Cholesky per
     child, then one n x n system for the children-sum multipliers. None if a child's
-    Hessian block is singular."""
+    Hessian block is singular.
+
+    ``known`` holds the large children's eliminations of the run's earlier steps (same
+    ``cp`` and ``normal``) and is updated in place: a child whose face is unchanged is not
+    eliminated again, and a changed child's old elimination is dropped before the new one
+    is made, so at most one per child is held."""
     eq_rows = cp.rows.toarray()
     sizes = active.free.sum(axis=1)
     small = np.flatnonzero(sizes <= STACKED_MAX_BLOCKS)
@@ -316,12 +327,17 @@ def equality_solve(
             return None
         stacks.append(stacked)
     large = [int(c) for c in np.flatnonzero(sizes > STACKED_MAX_BLOCKS)]
-    threads = family_threads() if len(large) >= THREADED_MIN_CHILDREN else 1
-    faces = map_in_threads(lambda c: _child_face(cp, normal, active, c, eq_rows), large, threads)
-    for face in faces:
+    signatures = {c: _signature(active, c) for c in large}
+    for c in [c for c, (signature, _) in known.items() if signatures.get(c) != signature]:
+        del known[c]
+    todo = [c for c in large if c not in known]
+    threads = family_threads() if len(todo) >= THREADED_MIN_CHILDREN else 1
+    faces = map_in_threads(lambda c: _child_face(cp, normal, active, c, eq_rows), todo, threads)
+    for c, face in zip(todo, faces, strict=True):
         if face is None:
             return None
-        stacks.append(face)
+        known[c] = (signatures[c], face)
+    stacks += [known[c][1] for c in large]  # in child order, as the sums below expect
     lam = np.zeros(cp.n_blocks)
     if cp.parent is not None:
         try:
@@ -329,6 +345,11 @@ def equality_solve(
         except np.linalg.LinAlgError:
             return None
     return _assemble(cp, stacks, lam, tolerance)
+
+
+def _signature(active: ActiveSet, c: int) -> bytes:
+    """Child c's face: its free blocks and tight bounds."""
+    return active.free[c].tobytes() + active.upper[c].tobytes() + active.lower[c].tobytes()
 
 
 def _assemble(cp: CompactProblem, stacks: list[_Faces], lam: np.ndarray, tolerance: float) -> Point:

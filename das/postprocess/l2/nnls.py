@@ -51,7 +51,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from das.errors import InternalError
-from das.postprocess.l2.face import equality_solve
+from das.postprocess.l2.face import Known, equality_solve
 from das.postprocess.l2.kkt import (
     ActiveSet,
     Normal,
@@ -215,8 +215,9 @@ def active_set_method(
     tol = tolerances(cp, normal)
     seen: set[tuple[bytes, bool]] = set()
     fewest, single, singles = np.inf, False, 0
+    known: Known = {}
     for step in range(1, max_steps + 1):
-        point = equality_solve(cp, normal, active, tol.primal * 100)
+        point = equality_solve(cp, normal, active, tol.primal * 100, known)
         if point is None or not np.isfinite(point.x).all():
             return None
         tight = active.upper | active.lower

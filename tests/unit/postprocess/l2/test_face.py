@@ -79,10 +79,49 @@ def test_face_solve_matches_a_dense_kkt_solve(seed, stacked, monkeypatch):
     limit = {"all": sizes.max(), "some": int(np.median(sizes)), "none": -1}[stacked]
     monkeypatch.setattr(l2_face, "STACKED_MAX_BLOCKS", limit)
     normal = normal_equations(cp)
-    point = equality_solve(cp, normal, active, 1e-6)
+    point = equality_solve(cp, normal, active, 1e-6, {})
     assert point is not None and not point.inconsistent.any()
     np.testing.assert_allclose(point.x, _dense_face_solve(cp, normal, active), atol=1e-7)
     np.testing.assert_allclose(point.x.sum(axis=0), cp.parent, atol=1e-7)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_known_eliminations_are_reused_only_where_the_face_is_unchanged(seed, monkeypatch):
+    """Children eliminated one by one, twice with the same ``known``: the second face
+    changes one child's free blocks. The answer equals a fresh solve's bit for bit, only
+    that child is eliminated again, and ``known`` keeps one elimination per child."""
+    instance = small(seed)
+    lay = layout(instance.problem)
+    cp = compact(instance.problem, lay)
+    truth = block_sums(lay, instance.truth)
+    monkeypatch.setattr(l2_face, "STACKED_MAX_BLOCKS", -1)  # every child one by one
+    normal = normal_equations(cp)
+    none = np.zeros((cp.n_children, cp.n_groups), dtype=bool)
+    first = ActiveSet((truth > 0) & cp.open, none, none)
+    changed = first.free.copy()
+    changed[0] |= cp.open[0]  # child 0 frees every open block
+    second = ActiveSet(changed, none, none)
+    assert not np.array_equal(first.free[0], second.free[0])
+    eliminated = []
+    child_face = l2_face._child_face
+    monkeypatch.setattr(
+        l2_face,
+        "_child_face",
+        lambda cp, normal, active, c, rows: (
+            eliminated.append(c) or child_face(cp, normal, active, c, rows)
+        ),
+    )
+    known: l2_face.Known = {}
+    assert equality_solve(cp, normal, first, 1e-6, known) is not None
+    assert sorted(known) == list(range(cp.n_children))
+    eliminated.clear()
+    again = equality_solve(cp, normal, second, 1e-6, known)
+    assert eliminated == [0]
+    fresh = equality_solve(cp, normal, second, 1e-6, {})
+    assert again is not None and fresh is not None
+    np.testing.assert_array_equal(again.x, fresh.x)
+    np.testing.assert_array_equal(again.duals.coupling, fresh.duals.coupling)
+    assert sorted(known) == list(range(cp.n_children))
 
 
 @pytest.mark.parametrize("seed", SEEDS)
@@ -106,9 +145,9 @@ def test_face_that_fixes_every_free_entry_leaves_nothing_to_share(seed):
     none = np.zeros((cp.n_children, cp.n_groups), dtype=bool)
     active = ActiveSet(free, none, none)
     adding_up = dataclasses.replace(cp, parent=held.sum(axis=0))
-    point = equality_solve(adding_up, normal_equations(adding_up), active, 1e-6)
+    point = equality_solve(adding_up, normal_equations(adding_up), active, 1e-6, {})
     assert point is not None and not point.inconsistent.any()
     np.testing.assert_allclose(point.x, held, atol=1e-9)
     missing = dataclasses.replace(cp, parent=held.sum(axis=0) + 1.0)
-    point = equality_solve(missing, normal_equations(missing), active, 1e-6)
+    point = equality_solve(missing, normal_equations(missing), active, 1e-6, {})
     assert point is not None and np.isfinite(point.x).all() and point.inconsistent.all()
