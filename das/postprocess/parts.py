@@ -55,9 +55,10 @@ if TYPE_CHECKING:
 SPLIT_MOVABLE = 20_000
 
 #: Movable counts per part, about (parts are consecutive children, balanced by their
-#: movable counts): each part's LP then takes a second or two, and fewer, larger parts
-#: would cost more time than the accuracy they save (docs/performance.md).
-PART_MOVABLE = 5_000
+#: movable counts). A part's LP grows faster than linearly: on the LA-like tract family
+#: (157k movable counts) parts of 5,000 took 72-92 CPU-s, of 2,500 62-65, of 1,250 39,
+#: for an L1 distance to the fit 1.2% and 2.9% larger than at 5,000 (docs/performance.md).
+PART_MOVABLE = 1_250
 
 
 def part_bounds(movable: np.ndarray, size: int) -> np.ndarray:
