@@ -63,7 +63,7 @@ class _Faces:
 
 
 #: The eliminations of the children above STACKED_MAX_BLOCKS from earlier steps of one
-#: active-set run, by child: (the signature of the child's face, its elimination). Late
+#: active-set run, by child: (the key of the child's face, its elimination). Late
 #: steps change the faces of few children; the others' eliminations are the same arrays.
 Known = dict[int, tuple[bytes, _Faces]]
 
@@ -327,8 +327,8 @@ def equality_solve(
             return None
         stacks.append(stacked)
     large = [int(c) for c in np.flatnonzero(sizes > STACKED_MAX_BLOCKS)]
-    signatures = {c: _signature(active, c) for c in large}
-    for c in [c for c, (signature, _) in known.items() if signatures.get(c) != signature]:
+    keys = {c: active.child_key(c) for c in large}
+    for c in [c for c, (key, _) in known.items() if keys.get(c) != key]:
         del known[c]
     todo = [c for c in large if c not in known]
     threads = family_threads() if len(todo) >= THREADED_MIN_CHILDREN else 1
@@ -336,7 +336,7 @@ def equality_solve(
     for c, face in zip(todo, faces, strict=True):
         if face is None:
             return None
-        known[c] = (signatures[c], face)
+        known[c] = (keys[c], face)
     stacks += [known[c][1] for c in large]  # in child order, as the sums below expect
     lam = np.zeros(cp.n_blocks)
     if cp.parent is not None:
@@ -345,11 +345,6 @@ def equality_solve(
         except np.linalg.LinAlgError:
             return None
     return _assemble(cp, stacks, lam, tolerance)
-
-
-def _signature(active: ActiveSet, c: int) -> bytes:
-    """Child c's face: its free blocks and tight bounds."""
-    return active.free[c].tobytes() + active.upper[c].tobytes() + active.lower[c].tobytes()
 
 
 def _assemble(cp: CompactProblem, stacks: list[_Faces], lam: np.ndarray, tolerance: float) -> Point:

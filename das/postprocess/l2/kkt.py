@@ -72,6 +72,10 @@ class ActiveSet:
             np.concatenate([self.free.ravel(), self.upper.ravel(), self.lower.ravel()])
         ).tobytes()
 
+    def child_key(self, c: int) -> bytes:
+        """``key`` of child c's face alone, to notice that it did not change."""
+        return np.packbits(np.concatenate([self.free[c], self.upper[c], self.lower[c]])).tobytes()
+
 
 @dataclass(frozen=True)
 class Point:
