@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from tests.helpers import demo_job_args, job_env, topdown_command
+from tests.helpers import demo_config
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = ROOT.parent / "shared" / "data" / "real"
@@ -36,20 +33,13 @@ def demo_input(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def demo_run(demo_input, tmp_path_factory) -> Path:
-    """The demo job on demo_input (tests.helpers.demo_job_args) by spark-submit on local[2],
-    undisturbed: the output cluster and `das run` outputs must equal, and the run audited.
-    One run for the session, so read only (a test that writes copies it first)."""
+def demo_run(spark, demo_input, tmp_path_factory) -> Path:
+    """The demo job (tests.helpers.demo_config) on demo_input, undisturbed, in this session's
+    Spark: what the cluster's run (killed and resumed, workers lost) must write byte for
+    byte, and the run several files read. One run for the session, so read only (a test
+    that writes copies it first)."""
+    from das.job.run import run_job
+
     output = tmp_path_factory.mktemp("demo-run") / "run"
-    job = subprocess.Popen(
-        [*topdown_command("local[2]"), *demo_job_args(demo_input, output)],
-        env=job_env(), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        start_new_session=True,
-    )  # fmt: skip
-    try:
-        log, _ = job.communicate(timeout=900)
-    finally:  # interrupted or timed out: the whole group (JVM and Python driver) goes
-        if job.poll() is None:
-            os.killpg(job.pid, signal.SIGKILL)
-    assert job.returncode == 0, log
+    run_job(demo_config(), str(demo_input), str(output), spark=spark)
     return output

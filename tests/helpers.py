@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from das.input.contract import UNITS
+from das.spec.config import Config, load_config
 
 
 def tiny_input(seed: int = 0, blocks: int = 12) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -95,12 +96,20 @@ def job_env() -> dict[str, str]:
     return env
 
 
+DEMO = ROOT / "configs" / "demo.toml"
+
+
 def demo_job_args(input_dir: Path, output: Path, seed: int | None = DEMO_SEED) -> list[str]:
     """The arguments `das run` and jobs/topdown.py share for the shared demo job (no --seed
     when ``seed`` is None: production mode refuses one)."""
-    demo = ROOT / "configs" / "demo.toml"
     seeded = [] if seed is None else ["--seed", str(seed)]
-    return [str(demo), "--input", str(input_dir), "--output", str(output), *seeded, *DEMO_SETTINGS]
+    return [str(DEMO), "--input", str(input_dir), "--output", str(output), *seeded, *DEMO_SETTINGS]
+
+
+def demo_config(*overrides: str, seed: int | None = DEMO_SEED) -> Config:
+    """The shared demo job's configuration, as ``demo_job_args`` gives it to a process,
+    with ``overrides`` (``key=value``) after its settings."""
+    return load_config(DEMO, [*DEMO_SETTINGS[1::2], *overrides], seed=seed)
 
 
 def topdown_command(master: str, *spark_conf: str) -> list[str]:

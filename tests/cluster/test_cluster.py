@@ -28,7 +28,7 @@ import pytest
 
 from das.cluster import standalone
 from tests.conftest import ROOT
-from tests.helpers import DEMO_SEED, demo_job_args, job_env, topdown_command
+from tests.helpers import demo_job_args, job_env, topdown_command
 
 pytestmark = [pytest.mark.cluster, pytest.mark.spark, pytest.mark.slow]
 #: Spark names part files part-NNNNN-<job UUID>-c000...; the UUID is random per write job.
@@ -125,16 +125,13 @@ class Job:
         self.finish()
 
 
-def _submit(
-    master: str, input_dir: Path, output: Path, *args: str, seed: int | None = DEMO_SEED
-) -> Job:
+def _submit(master: str, input_dir: Path, output: Path, *args: str) -> Job:
     """``spark-submit jobs/topdown.py`` as a user runs it, on ``master``: the shared demo job
-    (tests/helpers.py: 2 shuffle partitions, one task per executor core), ``args`` appended;
-    ``seed`` None for production mode, which refuses one."""
+    (tests/helpers.py: 2 shuffle partitions, one task per executor core), ``args`` appended."""
     ui_port = free_ports(1)[0]
     command = [
         *topdown_command(master, "spark.executor.memory=1g", f"spark.ui.port={ui_port}"),
-        *demo_job_args(input_dir, output, seed),
+        *demo_job_args(input_dir, output),
         *args,
     ]
     process = subprocess.Popen(
@@ -198,10 +195,8 @@ def submit() -> Iterator[Callable[..., Job]]:
     a cluster that is gone."""
     jobs: list[Job] = []
 
-    def start(
-        master: str, input_dir: Path, output: Path, *args: str, seed: int | None = DEMO_SEED
-    ) -> Job:
-        jobs.append(_submit(master, input_dir, output, *args, seed=seed))
+    def start(master: str, input_dir: Path, output: Path, *args: str) -> Job:
+        jobs.append(_submit(master, input_dir, output, *args))
         return jobs[-1]
 
     yield start
@@ -239,70 +234,57 @@ def busy_workers(cluster: standalone.Cluster, job: Job, phase: str) -> list[int]
         return []
 
 
-def test_lost_workers_during_measure_and_solve_do_not_change_the_output(
+def _lose_a_worker(cluster, job: Job, phase: str, done: Path) -> standalone.Cluster:
+    """SIGKILL the worker running a task of ``phase`` (``done``, its _SUCCESS file, not yet
+    written: the kill hits a running stage), then restart it, as a healing cluster would."""
+    index = job.wait_for(lambda: busy_workers(cluster, job, phase), f"a task of {phase}")[0]
+    standalone.kill_worker(cluster, index)
+    assert not done.exists(), f"{phase} finished before the kill"
+    return standalone.restart_worker(cluster, index)
+
+
+def _stamps(directory: Path) -> dict[str, int]:
+    """Each file's modification time (ns): a file written again has a new one."""
+    return {p.relative_to(directory).as_posix(): p.stat().st_mtime_ns for p in directory.rglob("*")}
+
+
+def test_lost_workers_and_a_killed_driver_do_not_change_the_output(
     cluster, submit, demo_input, demo_run, tmp_path
 ):
-    """The cluster writes the same bytes as local[2] (demo_run, tests/conftest.py, the same
-    job undisturbed), even with a worker lost in the measurement and another in the block
-    level. A separate undisturbed cluster run would check nothing more and cost CI about
-    85 s."""
+    """A worker lost in the measurement, the driver killed in the tract level, the run
+    resumed and another worker lost in the block level: the cluster still writes the bytes
+    of demo_run (tests/conftest.py, the same job undisturbed in one local session).
+
+    In test mode a resume that drew the noise again would draw the same, so the NMF's
+    files must also be the ones the first driver wrote (their modification times); a
+    production-mode kill and resume is tests/system/test_job.py's.
+    """
     output = tmp_path / "run"
     job = submit(cluster.url, demo_input, output)
-    killed = []
-    for phase, done_marker in (
-        ("measure", output / "nmf" / "_SUCCESS"),
-        ("solve block", output / "levels" / "block" / "_SUCCESS"),
-    ):
-        index = job.wait_for(
-            lambda c=cluster, phase=phase: busy_workers(c, job, phase), f"a task of {phase}"
-        )[0]
-        standalone.kill_worker(cluster, index)
-        # the phase had not finished when its worker died: the kill hit a running stage
-        assert not done_marker.exists(), f"{phase} finished before the kill"
-        killed.append(phase)
-        cluster = standalone.restart_worker(cluster, index)  # the cluster heals, as it would
-    assert killed == ["measure", "solve block"]
-    assert job.finish() == 0, job.log  # the job validates its own output before exiting 0
-    # the driver saw both executors go (Spark logs "Lost executor N on HOST: worker lost")
-    assert len(set(re.findall(r"Lost executor (\d+) on", job.log))) == 2, job.log
-    for part in ("mdf", "nmf"):
-        files = data_files(output / part)
-        assert any(name.endswith(".parquet") for name, _ in files)
-        assert files == data_files(demo_run / part), part
-
-
-def _kill_mid_level_and_resume(
-    cluster, submit, input_dir: Path, output: Path, *args: str, seed: int | None = DEMO_SEED
-) -> None:
-    job = submit(cluster.url, input_dir, output, *args, seed=seed)
+    cluster = _lose_a_worker(cluster, job, "measure", output / "nmf" / "_SUCCESS")
     job.wait_for(lambda: job.seen("solve tract: started"), "the tract level")
     time.sleep(1)
     job.kill()
     assert (output / "levels" / "county" / "_SUCCESS").exists()
     assert not (output / "levels" / "tract" / "_SUCCESS").exists(), "tract finished first"
     assert not (output / "certificate.json").exists()
-    nmf_before = data_files(output / "nmf")
-    resumed = submit(cluster.url, input_dir, output, *args, "--resume", seed=seed)
+    nmf_stamps = _stamps(output / "nmf")
+
+    resumed = submit(cluster.url, demo_input, output, "--resume")
+    _lose_a_worker(cluster, resumed, "solve block", output / "levels" / "block" / "_SUCCESS")
     assert resumed.finish() == 0, resumed.log  # finished and validated
     assert resumed.seen("reusing the noisy measurements"), resumed.log
-    assert data_files(output / "nmf") == nmf_before  # noise never redrawn
+    assert _stamps(output / "nmf") == nmf_stamps  # noise never redrawn
+    # each driver saw its executor go (Spark logs "Lost executor N on HOST: worker lost")
+    for run in (job, resumed):
+        assert len(set(re.findall(r"Lost executor (\d+) on", run.log))) == 1, run.log
     certificate = json.loads((output / "certificate.json").read_text())
     reused = {lv["level"]: lv["reused"] for lv in certificate["postprocessing"]["levels"]}
     assert reused == {
         "us": True, "state": True, "county": True,
         "tract": False, "block_group": False, "block": False,
     }  # fmt: skip
-
-
-def test_killed_driver_resumes_in_production_mode(cluster, submit, demo_input, tmp_path):
-    """No seed exists in production: only the NMF on disk can keep the noise from changing.
-
-    The same kill and resume in test mode (where the resumed output must also equal the
-    undisturbed one) is tests/system/test_job.py's, on local[2]: on the cluster it would add
-    ~2.5 minutes to CI and test nothing the tests here do not.
-    """
-    output = tmp_path / "run"
-    _kill_mid_level_and_resume(
-        cluster, submit, demo_input, output, "--set", "run.production=true", seed=None
-    )
-    assert json.loads((output / "run.json").read_text())["run"]["production"] is True
+    for part in ("mdf", "nmf"):
+        files = data_files(output / part)
+        assert any(name.endswith(".parquet") for name, _ in files)
+        assert files == data_files(demo_run / part), part

@@ -1,8 +1,8 @@
-"""The job as a user runs it: as a process (das run / spark-submit), killed and resumed."""
+"""The job as a user runs it: `das run` as a process, killed and resumed in production mode."""
 
 from __future__ import annotations
 
-import hashlib
+import json
 import logging
 import os
 import signal
@@ -17,12 +17,11 @@ import pytest
 
 from das.job.run import run_job
 from das.output.validate import validate_run
-from das.spec.config import load_config
+from das.spark.marks import RunMode, check_marks
 from tests.conftest import ROOT
-from tests.helpers import DEMO_SEED, DEMO_SETTINGS, demo_job_args, job_env
+from tests.helpers import demo_config, demo_job_args, job_env
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
-DEMO = ROOT / "configs" / "demo.toml"
 BIN = Path(sys.executable).parent
 
 
@@ -39,18 +38,6 @@ def _das(*args: str, **kwargs) -> subprocess.Popen:
     )
 
 
-def _tree_digest(directory: Path) -> dict[str, str]:
-    """Content of every Parquet dataset part under ``directory``, by partition folder."""
-    digests = {}
-    for folder in sorted({p.parent for p in directory.rglob("*.parquet")}):
-        frame = pd.concat([pd.read_parquet(f) for f in sorted(folder.glob("*.parquet"))])
-        frame = frame.sort_values(list(frame.columns)[:3]).reset_index(drop=True)
-        digests[folder.relative_to(directory).as_posix()] = hashlib.sha256(
-            frame.to_json().encode()
-        ).hexdigest()
-    return digests
-
-
 def _file_bytes(directory: Path) -> dict[str, bytes]:
     return {
         p.relative_to(directory).as_posix(): p.read_bytes()
@@ -59,10 +46,13 @@ def _file_bytes(directory: Path) -> dict[str, bytes]:
     }
 
 
+PRODUCTION = "run.production=true"
+
+
 @dataclass(frozen=True)
 class Resumed:
-    """`das run` killed mid-run (its driver and JVM, once county is checkpointed), then
-    resumed: what the kill left and what the resumed run wrote, for the tests to assert."""
+    """`das run` in production mode killed mid-run (its driver and JVM, once county is
+    checkpointed), then resumed: what the kill left and what the resumed run wrote."""
 
     output: Path
     secret: Path  # the default confidential sibling, <output>-confidential
@@ -71,19 +61,22 @@ class Resumed:
     certified_after_kill: bool
     confidential_inside_after_kill: bool
     nmf_before: dict[str, bytes]
-    returncode: int
-    log: str
-    mdf: dict[str, str]  # _tree_digest of the resumed run's MDF, before any test touches it
+    nmf_stamps: dict[str, int]
+
+
+def _stamps(directory: Path) -> dict[str, int]:
+    """Each file's modification time (ns): a file written again, even with the same bytes,
+    has a new one."""
+    return {p.relative_to(directory).as_posix(): p.stat().st_mtime_ns for p in directory.rglob("*")}
 
 
 @pytest.fixture(scope="module")
-def resumed_run(demo_input, tmp_path_factory) -> Resumed:
-    """`das run` of the shared demo job (tests/conftest.py), killed and resumed, once for the
-    module: the kill test checks it, and it is the `das run` whose output spark-submit's must
-    equal (in test mode a resumed run writes what an undisturbed one does)."""
+def killed_run(demo_input, tmp_path_factory) -> Resumed:
+    """`das run` of the shared demo job in production mode (no seed: only the NMF on disk
+    can keep the noise from changing), killed once county is checkpointed."""
     root = tmp_path_factory.mktemp("resumed")
     output, secret = root / "run", root / "run-confidential"
-    process = _das("run", *demo_job_args(demo_input, output))
+    process = _das("run", *demo_job_args(demo_input, output, seed=None), "--set", PRODUCTION)
     deadline = time.monotonic() + 300
     marker = output / "levels" / "county" / "_SUCCESS"
     try:
@@ -92,54 +85,49 @@ def resumed_run(demo_input, tmp_path_factory) -> Resumed:
     finally:
         os.killpg(process.pid, signal.SIGKILL)  # the driver and its JVM, mid-run
     killed_log, _ = process.communicate()
-    county_done = marker.exists()
-    certified = (output / "certificate.json").exists()
-    inside = (output / "confidential").exists()
-    nmf_before = _file_bytes(output / "nmf")
-    resumed = _das("run", *demo_job_args(demo_input, output), "--resume")
-    try:
-        log, _ = resumed.communicate(timeout=600)
-    finally:  # interrupted or timed out: no das run (and its JVM) left behind
-        if resumed.poll() is None:
-            os.killpg(resumed.pid, signal.SIGKILL)
-    mdf = _tree_digest(output / "mdf") if resumed.returncode == 0 else {}
     return Resumed(
-        output, secret, killed_log, county_done, certified, inside, nmf_before,
-        resumed.returncode, log, mdf,
+        output, secret, killed_log, marker.exists(), (output / "certificate.json").exists(),
+        (output / "confidential").exists(), _file_bytes(output / "nmf"), _stamps(output / "nmf"),
     )  # fmt: skip
 
 
-def test_killed_mid_level_then_resumed_gives_a_valid_run(spark, demo_input, resumed_run, caplog):
-    run = resumed_run
+def test_killed_in_production_mode_then_resumed_gives_a_valid_run(
+    spark, demo_input, killed_run, caplog
+):
+    """The resume runs in this session's Spark: `das run --resume` as a process is the
+    cluster's (tests/cluster), whose resumed output must also equal an undisturbed run's."""
+    run = killed_run
     output, secret = run.output, run.secret
     assert run.county_done, f"the run never reached the county level:\n{run.killed_log}"
     assert not run.certified_after_kill
     assert not run.confidential_inside_after_kill  # never inside the public output
-    assert run.returncode == 0, run.log
-    assert "reusing the noisy measurements" in run.log
+    config = demo_config(PRODUCTION, seed=None)
+    with caplog.at_level(logging.INFO, logger="das.run"):
+        run_job(config, str(demo_input), str(output), True, spark)
+    assert "reusing the noisy measurements" in caplog.text
     assert _file_bytes(output / "nmf") == run.nmf_before  # noise never redrawn
+    assert _stamps(output / "nmf") == run.nmf_stamps  # nor its files written again
     assert validate_run(spark, str(demo_input), str(output)) == []
+    assert check_marks(spark, str(output), RunMode(test=False)) == []
+    certificate = json.loads((output / "certificate.json").read_text())
+    assert certificate["mode"] == "production"
+    reused = {lv["level"]: lv["reused"] for lv in certificate["postprocessing"]["levels"]}
+    assert reused == {
+        "us": True, "state": True, "county": True,
+        "tract": False, "block_group": False, "block": False,
+    }  # fmt: skip
     # the noisy measurements' errors, summed when they were drawn, survive the kill
     metrics = pd.read_csv(secret / "metrics.csv")
     assert {"protected", "noisy"} == set(metrics["source"])
-    assert "no error sums" not in run.log
+    assert "no error sums" not in caplog.text
 
     # A kill between the NMF's _SUCCESS and the saving of its error sums leaves no sums: a
     # run resumed then reports the protected output alone, and says so.
     (secret / "measurement_errors.csv").unlink()
+    caplog.clear()
     with caplog.at_level(logging.WARNING, logger="das.run"):
-        config = load_config(DEMO, DEMO_SETTINGS[1::2], seed=DEMO_SEED)  # the run's --set
         run_job(config, str(demo_input), str(output), True, spark)
     assert "saved no error sums of its noisy measurements" in caplog.text
     metrics = pd.read_csv(secret / "metrics.csv")
     assert set(metrics["source"]) == {"protected"}
     assert _file_bytes(output / "nmf") == run.nmf_before
-
-
-def test_spark_submit_gives_the_same_output_as_das_run(resumed_run, demo_run):
-    """demo_run is spark-submit's on local[2] (tests/conftest.py); `das run`'s is the one
-    killed and resumed above, which in test mode must equal an undisturbed run's: a resume
-    that changed the output fails here too."""
-    assert resumed_run.returncode == 0, resumed_run.log
-    assert _tree_digest(demo_run / "mdf") == resumed_run.mdf
-    assert resumed_run.mdf

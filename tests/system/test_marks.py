@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import struct
 from pathlib import Path
 
@@ -25,12 +26,9 @@ from das.spark.marks import (
     footer_modes,
     parquet_files,
 )
-from das.spec.config import load_config
-from tests.conftest import ROOT
-from tests.helpers import tiny_input, write_input
+from tests.helpers import demo_config
 
 pytestmark = pytest.mark.spark
-DEMO = ROOT / "configs" / "demo.toml"
 
 
 def _data_bytes(path: Path) -> bytes:
@@ -58,12 +56,17 @@ def test_the_mark_is_footer_metadata_only(spark, tmp_path):
 
 
 def test_a_seeded_run_marks_every_public_file_and_is_certified_only_once_valid(
-    spark, tmp_path, monkeypatch, capsys
+    spark, demo_input, demo_run, tmp_path, monkeypatch, capsys
 ):
-    persons, units = tiny_input(seed=3)
-    input_dir = str(write_input(tmp_path / "input", persons, units))
-    output = tmp_path / "run"
-    config = load_config(DEMO, overrides=["spark.shuffle_partitions=2"], seed=5)
+    """demo_run (tests/conftest.py), copied without its certificate and resumed: the
+    resumed run validates and certifies as a new one does (the same code, after the
+    levels)."""
+    input_dir, output = str(demo_input), tmp_path / "run"
+    shutil.copytree(demo_run, output)
+    shutil.copytree(f"{demo_run}-confidential", f"{output}-confidential")
+    for name in ("certificate.json", "certificate.md"):
+        (output / name).unlink()
+    config = demo_config()
     seen: dict = {}
     certified: list = []
 
@@ -76,7 +79,7 @@ def test_a_seeded_run_marks_every_public_file_and_is_certified_only_once_valid(
     monkeypatch.setattr(run_module, "validate_run", failing_validation)
     monkeypatch.setattr(run_module, "write_certificate", lambda *args: certified.append(args))
     with pytest.raises(InternalError, match="fails validation:\n  simulated: the output is broken"):
-        run_job(config, input_dir, str(output), spark=spark)
+        run_job(config, input_dir, str(output), resume=True, spark=spark)
     assert certified == [] and not (output / "certificate.json").exists()
     assert seen["problems"] == []  # the real validation passed, its mark check included
     assert seen["certificate"]["mode"] == "test"  # it was checked before it was written
@@ -91,7 +94,8 @@ def test_a_seeded_run_marks_every_public_file_and_is_certified_only_once_valid(
     run_job(config, input_dir, str(output), resume=True, spark=spark)
     certificate = json.loads((output / "certificate.json").read_text())
     assert certificate["mode"] == "test"
-    assert certificate["records"] == {"input_records": len(persons), "output_records": len(persons)}
+    persons = len(pd.read_parquet(demo_input / "persons.parquet"))
+    assert certificate["records"] == {"input_records": persons, "output_records": persons}
     assert (
         (output / "certificate.md")
         .read_text()

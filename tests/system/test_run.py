@@ -16,7 +16,6 @@ import pytest
 
 from das.confidential.summary import overall
 from das.fixtures.pl94 import write_pl94_fixture
-from das.fixtures.synthetic import write_synthetic_fixture
 from das.job.cli import main
 from das.job.run import run_job
 from das.output.microdata import read_microdata
@@ -25,25 +24,11 @@ from das.postprocess import levels as topdown
 from das.postprocess.levels import SOLUTION_SCHEMA, _report
 from das.spec.config import load_config
 from tests.conftest import ROOT, SHARED_DATA
+from tests.helpers import demo_config
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 DEMO = ROOT / "configs" / "demo.toml"
 SEED = 2020
-
-
-@pytest.fixture(scope="module")
-def two_counties(tmp_path_factory):
-    directory = tmp_path_factory.mktemp("two_counties")
-    write_synthetic_fixture(4000, directory / "input", seed=7, counties=2)
-    return directory
-
-
-@pytest.fixture(scope="module")
-def demo_run(spark, two_counties):
-    config = load_config(DEMO, overrides=["spark.shuffle_partitions=4"], seed=SEED)
-    output = two_counties / "run4"
-    result = run_job(config, str(two_counties / "input"), str(output), spark=spark)
-    return config, output, result
 
 
 def _mdf_digest(output: Path) -> dict[str, str]:
@@ -57,16 +42,16 @@ def _mdf_digest(output: Path) -> dict[str, str]:
     return digests
 
 
-def test_run_is_valid_and_certified(spark, demo_run, two_counties):
-    _, output, _ = demo_run
-    assert validate_run(spark, str(two_counties / "input"), str(output)) == []
+def test_run_is_valid_and_certified(spark, demo_run, demo_input):
+    output = demo_run
+    assert validate_run(spark, str(demo_input), str(output)) == []
     cert = json.loads((output / "certificate.json").read_text())
     assert cert["privacy"]["rho_matches_config"] is True
-    assert cert["records"]["output_records"] == 4000  # the state total is invariant
-    assert cert["records"]["input_records"] == 4000 and "input_units" not in cert["records"]
+    assert cert["records"]["output_records"] == 3000  # the state total is invariant
+    assert cert["records"]["input_records"] == 3000 and "input_units" not in cert["records"]
     assert cert["postprocessing"]["failsafes"] == 0
     assert (output / "certificate.md").read_text().startswith("# Run certificate")
-    assert (output.parent / "run4-confidential" / "report.html").exists()
+    assert (output.parent / "run-confidential" / "report.html").exists()
 
 
 def _validate_damaged(spark, output: Path, input_dir: Path, copy: Path, damage) -> list[str]:
@@ -80,14 +65,14 @@ def _validate_damaged(spark, output: Path, input_dir: Path, copy: Path, damage) 
     return validate_run(spark, str(input_dir), str(copy))
 
 
-def test_the_validator_names_each_kind_of_damage(spark, demo_run, two_counties, tmp_path):
+def test_the_validator_names_each_kind_of_damage(spark, demo_run, demo_input, tmp_path):
     """A valid MDF, damaged: each kind is reported with its count (the column checks, and
     the structural-zero checks, are each counted in one pass). Column damage stops the
     validation there, so the structural zero is tried on a second copy."""
-    _, output, _ = demo_run
+    output = demo_run
 
     def damaged(name, damage):
-        return _validate_damaged(spark, output, two_counties / "input", tmp_path / name, damage)
+        return _validate_damaged(spark, output, demo_input, tmp_path / name, damage)
 
     def columns(mdf):
         mdf.loc[0, "TABTRACTCE"] = "12345"  # five digits
@@ -113,19 +98,19 @@ def test_the_validator_names_each_kind_of_damage(spark, demo_run, two_counties, 
     problems = damaged("numbering", numbered_twice)
     assert [p for p in problems if p.startswith("EPNUM is not 1..n inside a block: 1 row(s)")]
     assert not any(p.startswith("records in structural zero") for p in problems)
-    assert validate_run(spark, str(two_counties / "input"), str(output)) == []
+    assert validate_run(spark, str(demo_input), str(output)) == []
 
 
-def test_the_validator_finds_broken_totals_and_facilities(spark, demo_run, two_counties, tmp_path):
+def test_the_validator_finds_broken_totals_and_facilities(spark, demo_run, demo_input, tmp_path):
     """The invariants the validator checks from its per-block summary: the state total (a
     record dropped), the facilities of a block (its group-quarters residents moved into
     households; an adult moved into a type of facility the block has none of)."""
-    _, output, _ = demo_run
-    units = pd.read_parquet(two_counties / "input" / "units.parquet")
+    output = demo_run
+    units = pd.read_parquet(demo_input / "units.parquet")
     blocks = ["TABBLKST", "TABBLKCOU", "TABTRACTCE", "TABBLK"]
 
     def damaged(name, damage):
-        return _validate_damaged(spark, output, two_counties / "input", tmp_path / name, damage)
+        return _validate_damaged(spark, output, demo_input, tmp_path / name, damage)
 
     problems = damaged("dropped", lambda mdf: mdf.drop(index=mdf.index[-1], inplace=True))
     assert [p for p in problems if p.startswith("invariant total broken at level state: 1 row(s)")]
@@ -154,23 +139,21 @@ def test_the_validator_finds_broken_totals_and_facilities(spark, demo_run, two_c
     assert not [p for p in problems if p.startswith("records in structural zero")]
 
 
-def test_same_seed_same_mdf_with_one_and_four_partitions(
-    spark, demo_run, two_counties, monkeypatch
+def test_same_seed_same_mdf_with_one_and_two_partitions(
+    spark, demo_run, demo_input, monkeypatch, tmp_path
 ):
-    """Also the two ways of bringing families together: the four-partition run orders them
-    by size at every level (few parents), the one-partition run hash-partitions them."""
-    _, output4, _ = demo_run
+    """Also the two ways of bringing families together: demo_run's two partitions order
+    them by size at every level (few parents), the one-partition run hash-partitions them."""
     monkeypatch.setattr(topdown, "SIZE_ORDER_MAX_PARENTS", 0)
-    config1 = load_config(DEMO, overrides=["spark.shuffle_partitions=1"], seed=SEED)
-    output1 = two_counties / "run1"
-    run_job(config1, str(two_counties / "input"), str(output1), spark=spark)
-    assert _mdf_digest(output1) == _mdf_digest(output4)
+    output1 = tmp_path / "run1"
+    run_job(demo_config("spark.shuffle_partitions=1"), str(demo_input), str(output1), spark=spark)
+    assert _mdf_digest(output1) == _mdf_digest(demo_run)
     assert _mdf_digest(output1)  # not vacuous
 
 
 def test_error_bounds(demo_run):
-    _, output, _ = demo_run
-    metrics = pd.read_csv(output.parent / "run4-confidential" / "metrics.csv")
+    output = demo_run
+    metrics = pd.read_csv(output.parent / "run-confidential" / "metrics.csv")
     every = overall(metrics)
     by = every[every["source"] == "protected"].set_index(["level", "query"])
     # The state total is invariant: no error at all.
@@ -189,15 +172,15 @@ def _cli(*args: str) -> int:
     return main(list(args))
 
 
-def test_bad_arguments_exit_2_with_a_clear_message(capsys, tmp_path, two_counties, demo_run):
-    _, output, _ = demo_run
+def test_bad_arguments_exit_2_with_a_clear_message(capsys, tmp_path, demo_input, demo_run):
+    output = demo_run
     cases = [
         (
             [
                 "run",
                 str(tmp_path / "nope.toml"),
                 "--input",
-                str(two_counties / "input"),
+                str(demo_input),
                 "--output",
                 str(tmp_path / "o1"),
             ],
@@ -208,7 +191,7 @@ def test_bad_arguments_exit_2_with_a_clear_message(capsys, tmp_path, two_countie
                 "run",
                 str(DEMO),
                 "--input",
-                str(two_counties / "input"),
+                str(demo_input),
                 "--output",
                 str(tmp_path / "o2"),
                 "--set",
@@ -221,7 +204,7 @@ def test_bad_arguments_exit_2_with_a_clear_message(capsys, tmp_path, two_countie
                 "run",
                 str(DEMO),
                 "--input",
-                str(two_counties / "input"),
+                str(demo_input),
                 "--output",
                 str(output),
                 "--seed",
@@ -234,7 +217,7 @@ def test_bad_arguments_exit_2_with_a_clear_message(capsys, tmp_path, two_countie
                 "run",
                 str(ROOT / "configs" / "pl94_2020_production.toml"),
                 "--input",
-                str(two_counties / "input"),
+                str(demo_input),
                 "--output",
                 str(tmp_path / "o3"),
                 "--seed",
@@ -248,7 +231,7 @@ def test_bad_arguments_exit_2_with_a_clear_message(capsys, tmp_path, two_countie
         assert message in capsys.readouterr().err
     no_units = tmp_path / "no_units"
     no_units.mkdir()
-    pd.read_parquet(two_counties / "input" / "persons.parquet").to_parquet(
+    pd.read_parquet(demo_input / "persons.parquet").to_parquet(
         no_units / "persons.parquet"
     )
     assert (
@@ -271,15 +254,15 @@ def _block_histograms(frame: pd.DataFrame, columns: list[str]) -> pd.Series:
     return frame.groupby(columns).size().sort_index()
 
 
-def test_huge_rho_reproduces_the_input_exactly(spark, two_counties):
+def test_huge_rho_reproduces_the_input_exactly(spark, demo_input, tmp_path):
     """With rho = 10^12 the noise is zero and post-processing must return the truth itself."""
     config = load_config(
         DEMO, overrides=["budget.rho='1000000000000'", "spark.shuffle_partitions=2"], seed=1
     )
-    output = two_counties / "exact"
-    run_job(config, str(two_counties / "input"), str(output), spark=spark)
-    persons = pd.read_parquet(two_counties / "input" / "persons.parquet")
-    units = pd.read_parquet(two_counties / "input" / "units.parquet").set_index("unit_id")
+    output = tmp_path / "exact"
+    run_job(config, str(demo_input), str(output), spark=spark)
+    persons = pd.read_parquet(demo_input / "persons.parquet")
+    units = pd.read_parquet(demo_input / "units.parquet").set_index("unit_id")
     truth = pd.DataFrame(
         {
             "geoid": persons["geoid"],
@@ -328,17 +311,17 @@ def test_regression_on_the_2018_end_to_end_prototype_geography(spark, tmp_path):
     assert mae[("block", "protected", "detailed")] < mae[("block", "noisy", "detailed")]
 
 
-def test_h1_occupancy_run_keeps_housing_units_exact(spark, two_counties):
+def test_h1_occupancy_run_keeps_housing_units_exact(spark, demo_input, tmp_path):
     """The units product: its own schema and budget, housing units per block invariant."""
     config = load_config(
         ROOT / "configs" / "h1_2020_production.toml",
         overrides=["run.production=false", "spark.shuffle_partitions=2"],
         seed=3,
     )
-    output = two_counties / "h1"
-    run_job(config, str(two_counties / "input"), str(output), spark=spark)
-    assert validate_run(spark, str(two_counties / "input"), str(output)) == []
-    units = pd.read_parquet(two_counties / "input" / "units.parquet")
+    output = tmp_path / "h1"
+    run_job(config, str(demo_input), str(output), spark=spark)
+    assert validate_run(spark, str(demo_input), str(output)) == []
+    units = pd.read_parquet(demo_input / "units.parquet")
     housing = units[units["gqtype"] == 0]
     mdf = pd.read_parquet(output / "mdf")
     mdf["block"] = mdf["TABTRACTCE"] + mdf["TABBLK"]
