@@ -53,14 +53,19 @@ run: install
 	rm -rf $(OUT)/run $(OUT)/run-confidential
 	$(BIN)/das run configs/demo.toml --input $(OUT)/input --output $(OUT)/run --seed $(SEED)
 
-## make test: lint and type check, then the whole test suite (unit, Spark system, cluster).
+## make test: lint and type check, then the whole test suite (unit, Spark system, cluster) in
+## TEST_WORKERS processes (pytest-xdist), each test file whole in one of them: Spark's tiny
+## jobs leave a core mostly waiting, and the files' shared fixtures (one Spark session, one
+## demo run) are made once per process. TEST_WORKERS=0: one process, as plain pytest.
+TEST_WORKERS ?= 2
 test: install lint
-	$(BIN)/pytest
+	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile
 
 ## make test-fast: lint, type check and the tests that need no Spark and are not marked slow
 ## (under 3 minutes on 2 cores): the loop for iterating on pure code.
 test-fast: install lint
-	$(BIN)/pytest -m "not spark and not slow"
+	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile -m "not spark and not slow"
+
 
 lint: install
 	$(BIN)/ruff check das tests jobs bench
