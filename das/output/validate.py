@@ -96,9 +96,13 @@ def _check_records(
     problems += numbering
     problems += check_structural_zeros(decoded, config.schema)
     geography = load_geography(spark, config, input_dir)
-    problems += check_listed(decoded, geography)
-    problems += check_totals(spark, decoded, config, input_dir, geography)
-    problems += check_facilities(decoded, units, config.schema)
+    blocks = block_summary(decoded, config.schema).persist()
+    try:
+        problems += check_listed(blocks, geography)
+        problems += check_totals(spark, blocks, config, input_dir, geography)
+        problems += check_facilities(blocks, units, config.schema)
+    finally:
+        blocks.unpersist()
     problems += check_nmf(spark, output)
     problems += check_marks(spark, output, RunMode.of(config.seed))
     problems += check_certificate(certificate, mdf.count(), config)
@@ -263,16 +267,31 @@ def check_structural_zeros(decoded: DataFrame, schema: Schema) -> list[str]:
     return _flag_all(decoded, checks)
 
 
-def check_listed(decoded: DataFrame, geography: BlockGeography | None) -> list[str]:
-    """Every block of the MDF is a block of the geography file (when the run had one)."""
+def block_summary(decoded: DataFrame, schema: Schema) -> DataFrame:
+    """Records per block (``_geoid``) and facility type (``gqtype``: the facility
+    attribute's level, 0 for a schema without one), in column ``records``.
+
+    The listing, the totals and the facilities are checked from this summary, made in one
+    pass over the records: each check's own pass would read every record again (10
+    million for a large county), and the totals' would first make a row per record and
+    level.
+    """
+    attribute = schema.facility_attribute
+    kind = F.col(f"_a_{attribute}") if attribute is not None else F.lit(0)
+    return decoded.groupBy("_geoid", kind.alias("gqtype")).agg(F.count(F.lit(1)).alias("records"))
+
+
+def check_listed(blocks: DataFrame, geography: BlockGeography | None) -> list[str]:
+    """Every block of the MDF (``block_summary``) is a block of the geography file (when
+    the run had one)."""
     if geography is None:
         return []
     listed = geography.frame.select(
         F.col(GEOGRAPHY.key).alias("_geoid"), F.lit(True).alias("_listed")
     )
-    blocks = decoded.groupBy("_geoid").agg(F.count(F.lit(1)).alias("records"))
+    records = blocks.groupBy("_geoid").agg(F.sum("records").alias("records"))
     return _flag_all(
-        blocks.join(listed, "_geoid", "left"),
+        records.join(listed, "_geoid", "left"),
         [
             (
                 F.col("_listed").isNull(),
@@ -285,17 +304,17 @@ def check_listed(decoded: DataFrame, geography: BlockGeography | None) -> list[s
 
 def check_totals(
     spark: SparkSession,
-    decoded: DataFrame,
+    blocks: DataFrame,
     config: Config,
     input_dir: str,
     geography: BlockGeography | None = None,
 ) -> list[str]:
     """Where the total is invariant, every geounit's record count equals the input's.
 
-    Each side is counted per geounit of every such level in one aggregation (a record
+    Each side is counted per block first (the MDF's ``block_summary``, the input's records
+    grouped by geoid), then per geounit of every such level in one aggregation (a block
     stands in one row per level, keyed by its geoid's prefix, or by the geography file's
-    code for a level it gives codes of), and the two are joined once: a pass over the MDF
-    and one over the input instead of one of each per level.
+    code for a level it gives codes of), and the two are joined once.
     """
     level_name = config.total_invariant_level
     if level_name is None:
@@ -304,12 +323,13 @@ def check_totals(
     levels = geo.levels[: geo.index(level_name) + 1]
 
     def per_geounit(frame: DataFrame, geoid: str, name: str) -> DataFrame:
-        return _per_geounit(frame, geoid, name, levels, geography)
+        return _per_geounit(frame, geoid, name, levels, geography, weight="records")
 
+    inputs = _records_table(spark, config, input_dir).groupBy("geoid")
     both = (
-        per_geounit(decoded, "_geoid", "protected")
+        per_geounit(blocks, "_geoid", "protected")
         .join(
-            per_geounit(_records_table(spark, config, input_dir), "geoid", "input"),
+            per_geounit(inputs.agg(F.count(F.lit(1)).alias("records")), "geoid", "input"),
             ["level", "geocode"],
             "full_outer",
         )
@@ -334,9 +354,11 @@ def _per_geounit(
     name: str,
     levels: Sequence[Level],
     geography: BlockGeography | None,
+    weight: str | None = None,
 ) -> DataFrame:
-    """Rows of ``frame`` counted per geounit of each level (column ``name``): by the GEOID
-    prefix in column ``geoid``, or by the geography file's code for a level it codes."""
+    """Rows of ``frame`` counted (or their column ``weight`` summed) per geounit of each
+    level, in column ``name``: by the GEOID prefix in column ``geoid``, or by the geography
+    file's code for a level it codes."""
     coded = [lv.name for lv in levels if geography is not None and lv.name in geography.coded]
 
     def code(level: Level) -> Column:
@@ -354,20 +376,21 @@ def _per_geounit(
             for level in levels
         ]
     )
+    value = F.count(F.lit(1)) if weight is None else F.sum(weight)
     return (
-        frame.select(F.explode(keys).alias("key"))
+        frame.select(F.explode(keys).alias("key"), *([] if weight is None else [weight]))
         .groupBy(F.col("key.level").alias("level"), F.col("key.geocode").alias("geocode"))
-        .agg(F.count(F.lit(1)).alias(name))
+        .agg(value.alias(name))
     )
 
 
-def check_facilities(decoded: DataFrame, units: DataFrame, schema: Schema) -> list[str]:
-    """Per block and facility type: at least one person per facility, none without a unit."""
+def check_facilities(blocks: DataFrame, units: DataFrame, schema: Schema) -> list[str]:
+    """Per block and facility type (``block_summary``): at least one person per facility,
+    none without a unit."""
     if schema.facility_attribute is None:
         return []
-    attr = f"_a_{schema.facility_attribute}"
-    people = decoded.groupBy(F.col("_geoid").alias("geoid"), F.col(attr).alias("gqtype")).agg(
-        F.count(F.lit(1)).alias("persons")
+    people = blocks.select(
+        F.col("_geoid").alias("geoid"), "gqtype", F.col("records").alias("persons")
     )
     facilities = units.groupBy("geoid", "gqtype").agg(
         F.sum(F.when((F.col("gqtype") == 0) | F.col("occupied"), 1).otherwise(0)).alias(
