@@ -66,7 +66,6 @@ test: install lint
 test-fast: install lint
 	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile -m "not spark and not slow"
 
-
 lint: install
 	$(BIN)/ruff check das tests jobs bench
 	$(BIN)/mypy

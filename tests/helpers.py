@@ -112,6 +112,13 @@ def demo_config(*overrides: str, seed: int | None = DEMO_SEED) -> Config:
     return load_config(DEMO, [*DEMO_SETTINGS[1::2], *overrides], seed=seed)
 
 
+def file_stamps(directory: Path) -> dict[str, int]:
+    """Each file's modification time (ns) under ``directory``: a file written again, even
+    with the same bytes, has a new one (how a test tells that noise was not drawn again
+    where a seed would draw the same)."""
+    return {p.relative_to(directory).as_posix(): p.stat().st_mtime_ns for p in directory.rglob("*")}
+
+
 def topdown_command(master: str, *spark_conf: str) -> list[str]:
     """``spark-submit [--conf ...] jobs/topdown.py`` on ``master``; the job's arguments follow."""
     confs = [part for conf in spark_conf for part in ("--conf", conf)]

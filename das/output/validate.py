@@ -325,11 +325,15 @@ def check_totals(
     def per_geounit(frame: DataFrame, geoid: str, name: str) -> DataFrame:
         return _per_geounit(frame, geoid, name, levels, geography, weight="records")
 
-    inputs = _records_table(spark, config, input_dir).groupBy("geoid")
+    inputs = (
+        _records_table(spark, config, input_dir)
+        .groupBy("geoid")
+        .agg(F.count(F.lit(1)).alias("records"))
+    )
     both = (
         per_geounit(blocks, "_geoid", "protected")
         .join(
-            per_geounit(inputs.agg(F.count(F.lit(1)).alias("records")), "geoid", "input"),
+            per_geounit(inputs, "geoid", "input"),
             ["level", "geocode"],
             "full_outer",
         )

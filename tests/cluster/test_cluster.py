@@ -28,7 +28,7 @@ import pytest
 
 from das.cluster import standalone
 from tests.conftest import ROOT
-from tests.helpers import demo_job_args, job_env, topdown_command
+from tests.helpers import demo_job_args, file_stamps, job_env, topdown_command
 
 pytestmark = [pytest.mark.cluster, pytest.mark.spark, pytest.mark.slow]
 #: Spark names part files part-NNNNN-<job UUID>-c000...; the UUID is random per write job.
@@ -243,11 +243,6 @@ def _lose_a_worker(cluster, job: Job, phase: str, done: Path) -> standalone.Clus
     return standalone.restart_worker(cluster, index)
 
 
-def _stamps(directory: Path) -> dict[str, int]:
-    """Each file's modification time (ns): a file written again has a new one."""
-    return {p.relative_to(directory).as_posix(): p.stat().st_mtime_ns for p in directory.rglob("*")}
-
-
 def test_lost_workers_and_a_killed_driver_do_not_change_the_output(
     cluster, submit, demo_input, demo_run, tmp_path
 ):
@@ -268,13 +263,13 @@ def test_lost_workers_and_a_killed_driver_do_not_change_the_output(
     assert (output / "levels" / "county" / "_SUCCESS").exists()
     assert not (output / "levels" / "tract" / "_SUCCESS").exists(), "tract finished first"
     assert not (output / "certificate.json").exists()
-    nmf_stamps = _stamps(output / "nmf")
+    nmf_stamps = file_stamps(output / "nmf")
 
     resumed = submit(cluster.url, demo_input, output, "--resume")
     _lose_a_worker(cluster, resumed, "solve block", output / "levels" / "block" / "_SUCCESS")
     assert resumed.finish() == 0, resumed.log  # finished and validated
     assert resumed.seen("reusing the noisy measurements"), resumed.log
-    assert _stamps(output / "nmf") == nmf_stamps  # noise never redrawn
+    assert file_stamps(output / "nmf") == nmf_stamps  # noise never redrawn
     # each driver saw its executor go (Spark logs "Lost executor N on HOST: worker lost")
     for run in (job, resumed):
         assert len(set(re.findall(r"Lost executor (\d+) on", run.log))) == 1, run.log

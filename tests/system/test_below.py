@@ -22,17 +22,9 @@ from das.postprocess.family import (
 )
 from das.privacy.measure import read_nmf
 from das.spark.storage import arrow_files
-from das.spec.config import load_config
-from tests.conftest import ROOT
-from tests.helpers import DEMO_SEED
+from tests.helpers import demo_config
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
-DEMO = ROOT / "configs" / "demo.toml"
-
-
-def _demo_config(*overrides: str):
-    """The shared demo job's configuration (tests/helpers.py's demo_job_args)."""
-    return load_config(DEMO, overrides=["spark.shuffle_partitions=2", *overrides], seed=DEMO_SEED)
 
 
 def _own(config, nmf: pd.DataFrame, histograms: pd.DataFrame, level: str):
@@ -48,7 +40,7 @@ def _own(config, nmf: pd.DataFrame, histograms: pd.DataFrame, level: str):
 def test_the_files_path_gives_sparks_own_totals_exactly(spark, demo_input, demo_run):
     """A task per NMF file with pyarrow (where pyarrow opens the NMF) against Spark's
     scan, join and aggregation: the same rows, bit for bit."""
-    config = _demo_config()
+    config = demo_config()
     histograms = read_histograms(spark, config, str(demo_input))
     nmf = read_nmf(spark, str(demo_run / "nmf"))
     files = arrow_files(nmf)
@@ -63,7 +55,7 @@ def test_the_files_path_gives_sparks_own_totals_exactly(spark, demo_input, demo_
 
 def test_the_bottom_up_pass_sums_every_childs_combination(spark, demo_input, demo_run):
     """On the shared demo run (tests/conftest.py), read only."""
-    config = _demo_config()
+    config = demo_config()
     histograms = read_histograms(spark, config, str(demo_input))
     found = below_totals(spark, config, read_nmf(spark, str(demo_run / "nmf")), histograms)
     assert set(found) == set(total_pass_levels(config)[:-1])  # not the lowest level
@@ -103,8 +95,8 @@ def test_runs_with_and_without_subtree_totals_meet_every_constraint(
 ):
     """The shared demo run has the option (the default) and was validated by its job before
     it exited 0; the same job without it is run here."""
-    assert _demo_config().file.postprocess.subtree_totals  # the default
-    own = _demo_config("postprocess.subtree_totals=false")
+    assert demo_config().file.postprocess.subtree_totals  # the default
+    own = demo_config("postprocess.subtree_totals=false")
     run_job(own, str(demo_input), str(tmp_path / "own"), spark=spark)
     assert validate_run(spark, str(demo_input), str(tmp_path / "own")) == []
     tract = {

@@ -19,7 +19,7 @@ from das.job.run import run_job
 from das.output.validate import validate_run
 from das.spark.marks import RunMode, check_marks
 from tests.conftest import ROOT
-from tests.helpers import demo_config, demo_job_args, job_env
+from tests.helpers import demo_config, demo_job_args, file_stamps, job_env
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 BIN = Path(sys.executable).parent
@@ -64,12 +64,6 @@ class Resumed:
     nmf_stamps: dict[str, int]
 
 
-def _stamps(directory: Path) -> dict[str, int]:
-    """Each file's modification time (ns): a file written again, even with the same bytes,
-    has a new one."""
-    return {p.relative_to(directory).as_posix(): p.stat().st_mtime_ns for p in directory.rglob("*")}
-
-
 @pytest.fixture(scope="module")
 def killed_run(demo_input, tmp_path_factory) -> Resumed:
     """`das run` of the shared demo job in production mode (no seed: only the NMF on disk
@@ -87,7 +81,7 @@ def killed_run(demo_input, tmp_path_factory) -> Resumed:
     killed_log, _ = process.communicate()
     return Resumed(
         output, secret, killed_log, marker.exists(), (output / "certificate.json").exists(),
-        (output / "confidential").exists(), _file_bytes(output / "nmf"), _stamps(output / "nmf"),
+        (output / "confidential").exists(), _file_bytes(output / "nmf"), file_stamps(output / "nmf"),
     )  # fmt: skip
 
 
@@ -106,7 +100,7 @@ def test_killed_in_production_mode_then_resumed_gives_a_valid_run(
         run_job(config, str(demo_input), str(output), True, spark)
     assert "reusing the noisy measurements" in caplog.text
     assert _file_bytes(output / "nmf") == run.nmf_before  # noise never redrawn
-    assert _stamps(output / "nmf") == run.nmf_stamps  # nor its files written again
+    assert file_stamps(output / "nmf") == run.nmf_stamps  # nor its files written again
     assert validate_run(spark, str(demo_input), str(output)) == []
     assert check_marks(spark, str(output), RunMode(test=False)) == []
     certificate = json.loads((output / "certificate.json").read_text())
