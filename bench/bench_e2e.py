@@ -137,12 +137,7 @@ def child(config_path: str, input_dir: str, output: Path) -> dict[str, Any]:
         **job,
         "read_only_warm_s": read_s,
         "job_over_read_warm": job["wall_s"] / read_s,
-        "peak_rss_bytes": {
-            "driver_python": sampler.peaks.driver,
-            "jvm_driver_and_executors": sampler.peaks.jvm,
-            "python_workers": sampler.peaks.workers,
-            "all": sampler.peaks.driver + sampler.peaks.jvm + sampler.peaks.workers,
-        },
+        "peak_rss_bytes": sampler.peaks.report(),
     }
 
 

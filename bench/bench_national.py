@@ -19,7 +19,8 @@ All with a third of blocks empty (``--empty-blocks 0.33``, as in 2020: 8.1M bloc
 empty). Each job runs in a fresh process (``bench.bench_e2e.whole_job``: the production
 config in test mode, seed 1, ``local[2]``) and records: wall time, CPU seconds (all
 processes: driver, JVM, Python workers, sampled with the RSS) and peak resident memory per
-phase; per level the solve-time distribution of the families (median, p99, max, sum) and
+phase (the sum over all processes at one sample; the sum of each group's own peak, which
+overstates it, is kept beside it); per level the solve-time distribution of the families (median, p99, max, sum) and
 its largest family; that the run validated (the job validates its output and writes its
 certificate only if valid). The per-unit CPU costs that ``bench.national_estimate`` scales
 to the U.S. come from these figures. Results: ``bench/results/national.json`` and a table
@@ -157,6 +158,7 @@ class TreeSampler(RssSampler):
             else:
                 workers += mem
                 largest = max(largest, mem)
+        self.peaks.total = max(self.peaks.total, rss)
         self.peaks.jvm, self.peaks.workers = (
             max(self.peaks.jvm, jvm),
             max(self.peaks.workers, workers),
@@ -241,12 +243,7 @@ def measured_job(config_path: str, input_dir: str, output: Path) -> dict[str, An
     job["phase_usage"] = phase_usage(marks.spans, sampler.series)
     job["cpu_s"] = sampler.series[-1][1] - sampler.series[0][1] if sampler.series else None
     job["largest_worker_rss_bytes"] = max((s[3] for s in sampler.series), default=0)
-    job["peak_rss_bytes"] = {
-        "driver_python": sampler.peaks.driver,
-        "jvm_driver_and_executors": sampler.peaks.jvm,
-        "python_workers": sampler.peaks.workers,
-        "all": sampler.peaks.driver + sampler.peaks.jvm + sampler.peaks.workers,
-    }
+    job["peak_rss_bytes"] = sampler.peaks.report()
     job["validated"] = (output / "certificate.json").exists()
     job["load_average_before_after"] = [load, os.getloadavg()[0]]
     return job

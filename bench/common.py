@@ -165,12 +165,31 @@ SAMPLE_SECONDS = 0.05
 
 @dataclass
 class Peaks:
-    """Peak resident memory seen so far, in bytes, by process group."""
+    """Peak resident memory seen so far, in bytes: of all processes at once, and by group.
 
+    ``total`` is the peak of the sum at one sample, what the machine had to hold; the
+    groups peak at different times (the JVM late, the Python workers in the solves), so the
+    sum of their peaks (``sum_of_groups``) overstates it.
+    """
+
+    total: int = 0
     driver: int = 0
     jvm: int = 0
     workers: int = 0
     jvm_pids: set[int] = field(default_factory=set)
+
+    def sum_of_groups(self) -> int:
+        return self.driver + self.jvm + self.workers
+
+    def report(self) -> dict[str, int]:
+        """The peaks as benchmarks record them (bytes): ``all`` is the concurrent peak."""
+        return {
+            "driver_python": self.driver,
+            "jvm_driver_and_executors": self.jvm,
+            "python_workers": self.workers,
+            "sum_of_group_peaks": self.sum_of_groups(),
+            "all": self.total,
+        }
 
 
 class RssSampler:
@@ -218,6 +237,7 @@ class RssSampler:
                 self.peaks.jvm_pids.add(child.pid)
             else:
                 workers += rss
+        self.peaks.total = max(self.peaks.total, driver + jvm + workers)
         self.peaks.driver = max(self.peaks.driver, driver)
         self.peaks.jvm = max(self.peaks.jvm, jvm)
         self.peaks.workers = max(self.peaks.workers, workers)

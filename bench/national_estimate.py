@@ -187,7 +187,7 @@ def render(data: Mapping[str, Any]) -> str:
 def _measured(data: Mapping[str, Any]) -> list[str]:
     """One row per input: size, wall, CPU, memory, largest family, validated; the goals."""
     lines = [
-        "| input | persons | counties / tracts / blocks | wall | CPU-s | peak RSS (GiB) "
+        "| input | persons | counties / tracts / blocks | wall | CPU-s | peak RSS, all processes at once (GiB) "
         "| largest family | validated |",
         "|---|---|---|---|---|---|---|---|",
     ]

@@ -144,6 +144,10 @@ def test_tree_sampler_sees_a_child_and_counts_cpu() -> None:
             root.kill()
     assert sampler.peaks.workers >= 80_000_000 and sampler.peaks.driver > 0
     assert max(s[3] for s in sampler.series) >= 80_000_000  # the largest worker
+    # all processes at once: the largest sum at one sample, at most the groups' own peaks
+    assert sampler.peaks.total == max(s[2] for s in sampler.series)
+    assert sampler.peaks.workers <= sampler.peaks.total <= sampler.peaks.sum_of_groups()
+    assert sampler.peaks.report()["all"] == sampler.peaks.total
     cpu = [s[1] for s in sampler.series]
     # the busy loop's 0.3 s, and nothing lost when the child exits (reaped: its parent's)
     assert cpu[-1] - cpu[0] >= 0.25
