@@ -293,6 +293,13 @@ def _coupling_multipliers(cp: CompactProblem, stacks: list[_Faces]) -> np.ndarra
     for st in stacks:
         if st.z is None:
             raise InternalError("a face without children-sum rows reached the coupling solve")
+        if st.blocks.shape[0] == 1 and st.valid.all():
+            # one child: its blocks are distinct, so a buffered update adds the same terms
+            # in the same order as np.add.at, many times faster (a large child's stack)
+            blocks = st.blocks[0]
+            s[np.ix_(blocks, blocks)] += st.z[0]
+            rhs[blocks] += st.h[0]
+            continue
         pairs = st.valid[:, :, None] & st.valid[:, None, :]
         # unbuffered: a block shared by several children gets each child's term in turn
         np.add.at(s, (st.blocks[:, :, None], st.blocks[:, None, :]), np.where(pairs, st.z, 0.0))
