@@ -16,7 +16,8 @@ whole family once under every constraint, fitted to the pass's finest query only
 production strategy ``detailed``, one row per block): each count's cost is then linear in
 its increment, no auxiliary |.| rows are needed, and the constraints are a transportation
 problem with nested rows, whose LP has integral vertices, so one LP (no branching) gives
-it; about a tenth of the full rounding's time. Each part's share of a block is that
+it, by dual simplex without presolve (``das.postprocess.highs.LpMethod``): under a second
+on the LA-like tract family. Each part's share of a block is that
 rounding's sum over the part's children. That rounding is itself a feasible point of each
 part's problem, so no part can be infeasible, and the parts' counts add up to the parent
 block by block, whatever they are.
@@ -84,7 +85,7 @@ def apportion(
     fitted to the finest query alone (module doc): the parts' shares are its sums."""
     finest = max(cp.queries, key=lambda q: q.n_rows)
     proxy = replace(cp, queries=(finest,))
-    return round_counts(proxy, x, time_limit, relative_gap=relative_gap).counts
+    return round_counts(proxy, x, time_limit, relative_gap=relative_gap, lp_method="simplex").counts
 
 
 def part_problem(cp: CompactProblem, start: int, stop: int, parent: np.ndarray) -> CompactProblem:

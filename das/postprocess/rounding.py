@@ -36,7 +36,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from das.errors import InternalError
-from das.postprocess.highs import HighsResult, LinearProgram, solve_highs
+from das.postprocess.highs import HighsResult, LinearProgram, LpMethod, solve_highs
 
 if TYPE_CHECKING:
     from das.postprocess.compact import CompactProblem, CompactQuery
@@ -284,6 +284,7 @@ def round_counts(
     time_limit: float = MIP_TIME_LIMIT,
     wide: bool = False,
     relative_gap: float = MIP_RELATIVE_GAP,
+    lp_method: LpMethod = "auto",
 ) -> RoundingResult:
     """The closest integer counts to ``x`` in L1 over the pass's queries (see module doc).
 
@@ -302,18 +303,21 @@ def round_counts(
        status says how it ended. ``gap`` is always the final relative gap to the bound.
 
     ``wide`` lets every entry move (see ``increments``); it is used anyway when the
-    floor + binary problem is infeasible.
+    floor + binary problem is infeasible. ``lp_method`` is how the LP relaxation is
+    solved (``das.postprocess.highs.LpMethod``).
     """
     inc = increments(cp, x, wide)
     if not wide and inc.var.size == 0:
         if not _violated(cp, inc.base):  # the fit is integral already: nothing to round
             counts = inc.base.astype(np.int64)
             return RoundingResult(counts, l1_objective(cp, counts, x), "Optimal", 0, True, 0.0)
-        return round_counts(cp, x, time_limit, wide=True, relative_gap=relative_gap)
+        return round_counts(cp, x, time_limit, True, relative_gap, lp_method)
     program = _program(cp, inc, x)
-    relaxed = solve_highs(dataclass_replace(program, integer=None), LP_TIME_LIMIT)
+    relaxed = solve_highs(
+        dataclass_replace(program, integer=None), LP_TIME_LIMIT, lp_method=lp_method
+    )
     if relaxed.status == "Infeasible" and not wide:
-        return round_counts(cp, x, time_limit, wide=True, relative_gap=relative_gap)
+        return round_counts(cp, x, time_limit, True, relative_gap, lp_method)
     if relaxed.status != "Optimal":
         raise InternalError(f"rounding LP over {inc.var.size} increments: HiGHS {relaxed.status}")
     result = relaxed

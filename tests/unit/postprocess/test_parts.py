@@ -15,7 +15,7 @@ from das.postprocess.compact import compact, layout, spread_counts
 from das.postprocess.failsafe import feasible_point
 from das.postprocess.l2.nnls import solve_l2
 from das.postprocess.parent import solve_parent
-from das.postprocess.rounding import increments, round_counts
+from das.postprocess.rounding import increments, l1_objective, round_counts
 from das.postprocess.solution_check import check_solution
 from tests.unit.postprocess.instances import parent_instance
 
@@ -46,6 +46,19 @@ def test_parts_keep_every_constraint_and_add_up(family, size):
     assert (result.counts.sum(axis=0) == np.rint(cp.parent)).all()
     assert check_solution(problem, spread_counts(problem, lay, result.counts)) == []
     assert result.movable == increments(cp, x).var.size  # the parts cover every movable count
+
+
+def test_the_apportionment_is_an_optimal_integer_rounding_of_the_finest_query(family):
+    """By dual simplex without presolve (``lp_method="simplex"``): integral, every
+    constraint kept, and the optimum that the size rule's solve of the same LP finds."""
+    problem, lay, cp, x = family
+    shares = parts.apportion(cp, x, 60.0, 1e-3)
+    assert shares.dtype.kind == "i" and (shares.sum(axis=0) == np.rint(cp.parent)).all()
+    assert check_solution(problem, spread_counts(problem, lay, shares)) == []
+    finest = replace(cp, queries=(max(cp.queries, key=lambda q: q.n_rows),))
+    by_size = round_counts(finest, x, 60.0, relative_gap=1e-3)
+    assert by_size.lp_integral  # a transportation problem: its LP's vertices are integral
+    assert l1_objective(finest, shares, x) == pytest.approx(by_size.objective, rel=1e-9)
 
 
 def test_counts_do_not_depend_on_the_thread_count(family):
