@@ -17,10 +17,10 @@ production strategy ``detailed``, one row per block): each count's cost is then 
 its increment, no auxiliary |.| rows are needed, and the constraints are a transportation
 problem with nested rows, whose LP has integral vertices, so one LP (no branching) gives
 it, by dual simplex without presolve (``das.postprocess.highs.LpMethod``): under a second
-on the LA-like tract family. Each part's share of a block is that
-rounding's sum over the part's children. That rounding is itself a feasible point of each
-part's problem, so no part can be infeasible, and the parts' counts add up to the parent
-block by block, whatever they are.
+on the LA-like tract family. Each part's share of a block is that rounding's sum over the
+part's children. That rounding is itself a feasible point of each part's problem, so no
+part can be infeasible, and the parts' counts add up to the parent block by block,
+whatever they are.
 
 **What it costs in accuracy.** Each part's rounding is optimal (within the MIP gap) for its
 shares, but the shares were chosen for the finest query alone, so the joint rounding's

@@ -37,6 +37,7 @@ import scipy.sparse as sp
 
 from das.errors import InternalError
 from das.postprocess.highs import HighsResult, LinearProgram, LpMethod, solve_highs
+from das.postprocess.problem import group_sums
 
 if TYPE_CHECKING:
     from das.postprocess.compact import CompactProblem, CompactQuery
@@ -171,9 +172,7 @@ def _constraints(cp: CompactProblem, inc: _Increments, x: np.ndarray) -> list[tu
         )
         out.append((sp.csr_matrix(per_block @ select), values - row_base, values - row_base))
     keys = inc.child * groups + cp.groups[inc.block]
-    group_base = np.stack(
-        [np.bincount(cp.groups, weights=row, minlength=groups) for row in inc.base]
-    ).ravel()
+    group_base = group_sums(inc.base, cp.groups, groups).ravel()
     out.append(_sum_rows(keys, children * groups, group_base, cp.lower.ravel(), cp.upper.ravel()))
     return out
 
@@ -342,7 +341,7 @@ def round_counts(
 
 def _violated(cp: CompactProblem, counts: np.ndarray) -> bool:
     """Whether integer block counts break a constraint (used when nothing is movable)."""
-    sums = np.stack([np.bincount(cp.groups, weights=row, minlength=cp.n_groups) for row in counts])
+    sums = group_sums(counts, cp.groups, cp.n_groups)
     bad = (sums < cp.lower).any() or (sums > cp.upper).any()
     if cp.parent is not None:
         bad |= bool((counts.sum(axis=0) != cp.parent).any())

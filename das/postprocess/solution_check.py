@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from das.postprocess.problem import UNBOUNDED, ParentProblem
+from das.postprocess.problem import UNBOUNDED, ParentProblem, group_sums
 
 
 def _find(mask: np.ndarray) -> str:
@@ -70,12 +70,7 @@ def _check_sums(problem: ParentProblem, counts: np.ndarray) -> list[str]:
             problems.append(f"fixed query {fixed.query_name!r} not exact: {_find(off)}")
     lower, upper = problem.group_lower, problem.group_upper
     if problem.facility_groups is not None and lower is not None and upper is not None:
-        sums = np.stack(
-            [
-                np.bincount(problem.facility_groups, weights=row, minlength=problem.n_groups)
-                for row in counts
-            ]
-        )
+        sums = group_sums(counts, problem.facility_groups, problem.n_groups)
         if (sums < lower).any():
             problems.append(f"group lower bounds violated: {_find(sums < lower)}")
         above = (sums > upper) & (upper < UNBOUNDED)

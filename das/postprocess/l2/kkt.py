@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from das.postprocess import problem
+
 if TYPE_CHECKING:
     from das.postprocess.compact import CompactProblem
 
@@ -135,7 +137,7 @@ def reduced_costs(cp: CompactProblem, normal: Normal, x: np.ndarray, duals: Dual
 
 def group_sums(cp: CompactProblem, x: np.ndarray) -> np.ndarray:
     """(C, G) sums of each child's blocks per facility group."""
-    return np.stack([np.bincount(cp.groups, weights=row, minlength=cp.n_groups) for row in x])
+    return problem.group_sums(x, cp.groups, cp.n_groups)
 
 
 def tolerances(cp: CompactProblem, normal: Normal) -> Tolerances:

@@ -1,4 +1,5 @@
-"""The per-parent problem (``das.postprocess.problem``) refuses bad values on construction."""
+"""The per-parent problem (``das.postprocess.problem``) refuses bad values on construction;
+its group sums are the per-row sums, float for float."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import numpy as np
 import pytest
 
 from das.errors import InternalError
-from das.postprocess.problem import Measurement
+from das.postprocess.problem import Measurement, group_sums
 from tests.unit.postprocess.instances import persons_schema, small
 
 
@@ -58,3 +59,15 @@ def test_measurement_refuses_bad_values():
     overlapping[1, 0] = 1.0  # cell 0 now in both query cells
     with pytest.raises(InternalError, match="cell 0 is in 2 query cells, not 1"):
         Measurement("votingage", overlapping.tocsr(), 1.0, np.zeros((1, 2)))
+
+
+@pytest.mark.parametrize("rows", [0, 1, 37])
+def test_group_sums_are_each_rows_bincount_bit_for_bit(rows):
+    rng = np.random.default_rng(rows)
+    values = rng.normal(size=(rows, 300)) * 10.0 ** rng.integers(-8, 8, size=(rows, 300))
+    groups = rng.integers(0, 9, size=300)
+    sums = group_sums(values, groups, 11)  # two groups no column has: zeros
+    assert sums.shape == (rows, 11)
+    for row, got in zip(values, sums, strict=True):
+        assert np.array_equal(got, np.bincount(groups, weights=row, minlength=11))
+    assert np.array_equal(group_sums(values.T.copy().T, groups, 11), sums)  # any memory order
