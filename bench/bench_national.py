@@ -20,11 +20,12 @@ empty). Each job runs in a fresh process (``bench.bench_e2e.whole_job``: the pro
 config in test mode, seed 1, ``local[2]``) and records: wall time, CPU seconds (all
 processes: driver, JVM, Python workers, sampled with the RSS) and peak resident memory per
 phase (the sum over all processes at one sample; the sum of each group's own peak, which
-overstates it, is kept beside it); per level the solve-time distribution of the families (median, p99, max, sum) and
-its largest family; that the run validated (the job validates its output and writes its
-certificate only if valid). The per-unit CPU costs that ``bench.national_estimate`` scales
-to the U.S. come from these figures. Results: ``bench/results/national.json`` and a table
-with the goals of issue 25 (they apply at ``--scale 1``).
+overstates it, is kept beside it); per level the solve-time distribution of the families
+(median, p99, max, sum) and its largest family; that the run validated (the job validates
+its output and writes its certificate only if valid). The per-unit CPU costs that
+``bench.national_estimate`` scales to the U.S. come from these figures. Results:
+``bench/results/national.json`` and a table with the goals of issue 25 (they apply at
+``--scale 1``).
 """
 
 from __future__ import annotations
@@ -140,7 +141,7 @@ class TreeSampler(RssSampler):
 
     def sample(self) -> None:
         began = time.thread_time()
-        rss, largest, jvm, workers = 0, 0, 0, 0
+        rss, largest, driver, jvm, workers = 0, 0, 0, 0, 0
         for proc, is_java in self._tree():
             try:
                 with proc.oneshot():
@@ -151,18 +152,14 @@ class TreeSampler(RssSampler):
             self._cpu[(proc.pid, proc.create_time())] = times.user + times.system
             rss += mem
             if proc.pid == self.process.pid:
-                self.peaks.driver = max(self.peaks.driver, mem)
+                driver = mem
             elif is_java:
                 jvm += mem
                 self.peaks.jvm_pids.add(proc.pid)
             else:
                 workers += mem
                 largest = max(largest, mem)
-        self.peaks.total = max(self.peaks.total, rss)
-        self.peaks.jvm, self.peaks.workers = (
-            max(self.peaks.jvm, jvm),
-            max(self.peaks.workers, workers),
-        )
+        self.peaks.see(driver, jvm, workers)  # driver + jvm + workers == rss
         cpu = sum(self._cpu.values())  # the gone processes' last readings too
         self.own_cpu += time.thread_time() - began
         self.series.append((time.time(), cpu - self.own_cpu * self._inside, rss, largest))

@@ -178,6 +178,13 @@ class Peaks:
     workers: int = 0
     jvm_pids: set[int] = field(default_factory=set)
 
+    def see(self, driver: int, jvm: int, workers: int) -> None:
+        """Take one sample's RSS of each group (bytes) into the peaks."""
+        self.total = max(self.total, driver + jvm + workers)
+        self.driver = max(self.driver, driver)
+        self.jvm = max(self.jvm, jvm)
+        self.workers = max(self.workers, workers)
+
     def sum_of_groups(self) -> int:
         return self.driver + self.jvm + self.workers
 
@@ -237,10 +244,7 @@ class RssSampler:
                 self.peaks.jvm_pids.add(child.pid)
             else:
                 workers += rss
-        self.peaks.total = max(self.peaks.total, driver + jvm + workers)
-        self.peaks.driver = max(self.peaks.driver, driver)
-        self.peaks.jvm = max(self.peaks.jvm, jvm)
-        self.peaks.workers = max(self.peaks.workers, workers)
+        self.peaks.see(driver, jvm, workers)
 
 
 def vm_hwm(pid: int) -> int | None:

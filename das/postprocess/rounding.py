@@ -310,13 +310,17 @@ def round_counts(
         if not _violated(cp, inc.base):  # the fit is integral already: nothing to round
             counts = inc.base.astype(np.int64)
             return RoundingResult(counts, l1_objective(cp, counts, x), "Optimal", 0, True, 0.0)
-        return round_counts(cp, x, time_limit, True, relative_gap, lp_method)
+        return round_counts(
+            cp, x, time_limit, wide=True, relative_gap=relative_gap, lp_method=lp_method
+        )
     program = _program(cp, inc, x)
     relaxed = solve_highs(
         dataclass_replace(program, integer=None), LP_TIME_LIMIT, lp_method=lp_method
     )
     if relaxed.status == "Infeasible" and not wide:
-        return round_counts(cp, x, time_limit, True, relative_gap, lp_method)
+        return round_counts(
+            cp, x, time_limit, wide=True, relative_gap=relative_gap, lp_method=lp_method
+        )
     if relaxed.status != "Optimal":
         raise InternalError(f"rounding LP over {inc.var.size} increments: HiGHS {relaxed.status}")
     result = relaxed
