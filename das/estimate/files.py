@@ -70,11 +70,29 @@ def placed(target: Target, name: str) -> Iterator[tuple[pafs.FileSystem, str]]:
 def write_file(
     target: Target, name: str, schema: pa.Schema, batches: Iterable[pa.RecordBatch]
 ) -> int:
-    """Write ``batches`` (a row group each) as the file ``name``; return its rows."""
+    """Write ``batches`` (a row group each) as the file ``name``; return its rows.
+
+    Compressed and dictionary-encoded where it pays: the estimates are noisy doubles, on
+    which a dictionary never helps and zstd saves 3% of the bytes for twice the writer's
+    time (the writer was a third of the estimate's CPU); the variances repeat (zstd keeps
+    a third of their bytes), and so do the strings."""
     rows = 0
+    lists = {f.name for f in schema if pa.types.is_list(f.type)}
+    compression = {
+        f"{f.name}.list.element" if f.name in lists else f.name: (
+            "none" if f.name == "estimates" else "zstd"
+        )
+        for f in schema
+    }
     with (
         placed(target, name) as (fs, temporary),
-        pq.ParquetWriter(temporary, schema, filesystem=fs, compression="zstd") as writer,
+        pq.ParquetWriter(
+            temporary,
+            schema,
+            filesystem=fs,
+            compression=compression,
+            use_dictionary=[f.name for f in schema if f.name not in lists],
+        ) as writer,
     ):
         for batch in batches:
             writer.write_batch(batch)
