@@ -179,24 +179,47 @@ class Basis:
         shaped = part.reshape(tuple(target.shape[i] for i in order))
         target[...] = shaped.transpose(np.argsort(order))
 
+    @cached_property
+    def _span_factors(self) -> dict[tuple[Component, tuple[str, ...]], np.ndarray | None]:
+        """``span_factor``'s results, read-only: a task asks for the same few dozen a
+        hundred thousand times, each a chain of small Kronecker products."""
+        return {}
+
+    @cached_property
+    def _information(self) -> dict[tuple[str, ...], tuple[np.ndarray, ...]]:
+        """``information``'s results, read-only (as ``_span_factors``)."""
+        return {}
+
     def span_factor(self, c: Component, kinds: tuple[str, ...]) -> np.ndarray | None:
         """W = Kronecker over the span axes of (factor x span): the query on the component's
         block, (query cells of the span axes) x D; None when the query is zero there."""
-        w = np.ones((1, 1))
-        for ax, on, kind in zip(self.axes, c.contrast, kinds, strict=True):
-            if on and kind != KEEP:
-                return None  # a sum or a grouping annihilates the contrasts
-            if not on:
-                w = np.kron(w, ax.on_span(kind))
-        return w
+        key = (c, kinds)
+        if key not in self._span_factors:
+            w: np.ndarray | None = np.ones((1, 1))
+            for ax, on, kind in zip(self.axes, c.contrast, kinds, strict=True):
+                if on and kind != KEEP:
+                    w = None  # a sum or a grouping annihilates the contrasts
+                    break
+                if not on:
+                    w = np.kron(w, ax.on_span(kind))
+            self._span_factors[key] = None if w is None else _read_only(w)
+        return self._span_factors[key]
 
     def information(self, kinds: tuple[str, ...]) -> list[np.ndarray]:
         """Q^T Q of one query on every component (D x D each; zeros where it vanishes)."""
-        blocks = []
-        for c in self.components:
-            w = self.span_factor(c, kinds)
-            blocks.append(np.zeros((c.d, c.d)) if w is None else w.T @ w)
-        return blocks
+        if kinds not in self._information:
+            blocks = []
+            for c in self.components:
+                w = self.span_factor(c, kinds)
+                blocks.append(_read_only(np.zeros((c.d, c.d)) if w is None else w.T @ w))
+            self._information[kinds] = tuple(blocks)
+        return list(self._information[kinds])
+
+
+def _read_only(a: np.ndarray) -> np.ndarray:
+    """``a``, made read-only: a cached result shared by every caller."""
+    a.flags.writeable = False
+    return a
 
 
 def query_kinds(query: Query, schema: Schema) -> tuple[str, ...]:

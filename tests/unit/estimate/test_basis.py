@@ -50,6 +50,15 @@ def test_information_of_a_query_is_its_gram_matrix_in_the_basis():
     blocks = basis.information(kinds)
     expected = basis.from_components([p @ b for p, b in zip(parts, blocks, strict=True)])
     np.testing.assert_allclose(expected, gram, atol=1e-9)
+    # computed once per basis and shared: a caller cannot change what the next one gets
+    again = basis.information(kinds)
+    assert all(a is b for a, b in zip(again, blocks, strict=True))
+    with pytest.raises(ValueError, match="read-only"):
+        blocks[0][0, 0] = 1.0
+    factor = basis.span_factor(basis.components[0], kinds)
+    assert factor is not None and factor is basis.span_factor(basis.components[0], kinds)
+    with pytest.raises(ValueError, match="read-only"):
+        factor[0, 0] = 1.0
 
 
 def test_refuses_two_groupings_of_one_attribute():
