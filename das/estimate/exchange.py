@@ -129,11 +129,7 @@ def split_source(
         for batch in level_batches(source.uri, columns, levels, READ_ROWS):
             group = groups.group(batch.column("geocode"))
             group[pc.is_in(batch.column("level"), value_set=upper).to_numpy(False)] = UPPER
-            order = np.argsort(group, kind="stable")  # a group's rows keep their order
-            starts = np.flatnonzero(np.diff(group[order], prepend=group[order[0]] - 1))
-            for start, end in zip(starts, [*starts[1:], len(order)], strict=True):
-                rows = batch.take(pa.array(order[start:end]))
-                g = int(group[order[start]])
+            for g, rows in _by_group(batch, group):
                 writer.write_batch(
                     pa.record_batch(
                         [
@@ -149,6 +145,19 @@ def split_source(
                 )
                 written.append((g, len(written)))
     return written
+
+
+def _by_group(batch: pa.RecordBatch, group: np.ndarray) -> Iterator[tuple[int, pa.RecordBatch]]:
+    """The batch's rows of each group, in their order. The NMF's files are sorted by
+    (level, geocode), so a batch's groups come in a few runs: slices of the batch, not
+    copies; a batch whose groups interleave is sorted (stably) first."""
+    cuts = np.flatnonzero(np.diff(group)) + 1
+    if len(cuts) >= len(np.unique(group)):  # a group in two runs or more
+        order = np.argsort(group, kind="stable")
+        batch, group = batch.take(pa.array(order)), group[order]
+        cuts = np.flatnonzero(np.diff(group)) + 1
+    for start, end in zip([0, *cuts.tolist()], [*cuts.tolist(), len(group)], strict=True):
+        yield int(group[start]), batch.slice(start, end - start)
 
 
 #: What the map tasks return: the batch ``batch`` of source ``source`` holds group ``group``.

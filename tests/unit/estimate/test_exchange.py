@@ -83,6 +83,25 @@ def test_every_row_reaches_its_roots_group_in_order(tmp_path, nmf_file, monkeypa
     assert sorted(p.name for p in (tmp_path / "estimates").iterdir()) == ["_SUCCESS"]
 
 
+def test_a_batch_whose_groups_interleave_keeps_each_groups_rows_in_order(tmp_path):
+    table = pa.table(
+        {
+            "level": ["ab"] * 5,
+            "geocode": ["x1", "y1", "x2", "z1", "x3"],  # not sorted: groups 0 1 0 1 0
+            "query": ["q"] * 5,
+            "values": pa.array([[1], [2], [3], [4], [5]], pa.list_(pa.int64())),
+        }
+    )
+    path = tmp_path / "part-00000.parquet"
+    pq.write_table(table, path)
+    target = arrow_target(str(tmp_path / "estimates"))
+    assert target is not None
+    written = split_source(target, Groups(("", "y"), 1), 0, Source(f"file://{path}", "m", ("ab",)))
+    assert [g for g, _ in written] == [0, 1]  # one batch per group
+    rows = [group_rows(target, [(0, b)]).to_pylist() for _, b in written]
+    assert [[r["values"] for r in batch] for batch in rows] == [[[1], [3], [5]], [[2], [4]]]
+
+
 def test_the_levels_above_the_split_go_to_the_drivers_group(tmp_path, nmf_file):
     target = arrow_target(str(tmp_path / "estimates"))
     assert target is not None
