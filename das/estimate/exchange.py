@@ -13,7 +13,7 @@ a task per file reads them with pyarrow and sorts them out by group.
   rows of the levels above the split go to the group ``UPPER``, which the driver reads.
 - A group's task reads its batches from every such file, in the files' order: both of
   the estimate's passes read them so, and nothing is kept between the passes.
-  ``das.estimate.files.finish`` removes the files.
+  ``das.spark.task_files.finish`` removes the files.
 
 Each file is written under a temporary name and moved into place, so a retried task
 replaces it whole. Where pyarrow cannot open the run's files, the pipeline shuffles with
@@ -33,8 +33,8 @@ import pyarrow.compute as pc
 from pyspark.sql import SparkSession
 from pyspark.sql.pandas.types import from_arrow_schema
 
-from das.estimate.files import Target, placed
 from das.spark.storage import level_batches
+from das.spark.task_files import Target, placed
 
 #: A map task's file: its source's number.
 EXCHANGED = ".exchange-{:05d}.tmp"

@@ -39,7 +39,7 @@ from pyspark.sql.pandas.types import from_arrow_schema
 from das.errors import InternalError, UserError
 from das.estimate.basis import Basis, schema_basis
 from das.estimate.exchange import UPPER, Groups, Source, exchange, group_rows, sources
-from das.estimate.files import ABOVE, Target, arrow_target, finish, write_file
+from das.estimate.files import ABOVE, write_file
 from das.estimate.read import check_sums, exact_totals, parents
 from das.estimate.subtree import (
     EXACT,
@@ -59,9 +59,10 @@ from das.estimate.subtree import (
     written_rows,
 )
 from das.estimate.tree import Estimate, Invariant, LevelData, down_pass, up_pass
-from das.estimate.write import ESTIMATES_SCHEMA, arrow_schema, estimate_batches
+from das.estimate.write import ESTIMATES_SCHEMA, estimate_batches
 from das.spark.marks import RunMode
 from das.spark.storage import arrow_files, exists, level_batches, qualified
+from das.spark.task_files import Target, arrow_target, finish
 from das.spec.config import Config
 
 log = logging.getLogger("das.estimate")
@@ -350,7 +351,7 @@ def middle(upper: Upper, plan: Plan, ups: pa.Table) -> Middle:
     found = above(upper, plan, ups, roots)
     log.info("estimate: levels above the subtrees done; top-down pass and files")
     mode = RunMode.of(plan.config.seed)
-    schema = arrow_schema(mode)
+    schema = mode.arrow_schema(ESTIMATES_SCHEMA)
     rows = _upper_rows(plan, plan.basis, found, schema) if plan.split else None
     top = tops(roots, found.estimates[-1])
     return Middle(_summaries(plan.config, found, ups), top, rows, schema, mode)

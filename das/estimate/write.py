@@ -22,7 +22,7 @@ from das.estimate.answers import estimates, histograms, variance, variance_plan
 from das.estimate.basis import Basis
 from das.estimate.tree import Estimate
 from das.input.read import LevelHistograms
-from das.spark.marks import SPARK_SCHEMA_KEY, RunMode
+from das.spark.marks import RunMode
 from das.spec.config import Config
 
 #: Geounits per record batch of ``estimates/`` (a block: 11 rows, 2,603 cells).
@@ -46,22 +46,6 @@ INVARIANTS_SCHEMA = T.StructType(
         T.StructField("values", T.ArrayType(T.LongType(), False), False),
     ]
 )
-
-
-def arrow_schema(mode: RunMode) -> pa.Schema:
-    """The estimates' Arrow schema, marked with ``mode``."""
-    marked = T.StructType(
-        [T.StructField(f.name, f.dataType, f.nullable, mode.metadata) for f in ESTIMATES_SCHEMA]
-    )
-    doubles = pa.list_(pa.field("element", pa.float64(), False))
-    fields = [
-        pa.field("level", pa.string(), False),
-        pa.field("geocode", pa.string(), False),
-        pa.field("query", pa.string(), False),
-        pa.field("estimates", doubles, False),
-        pa.field("variances", doubles, False),
-    ]
-    return pa.schema(fields, metadata={SPARK_SCHEMA_KEY: marked.json()})
 
 
 def estimate_batch(

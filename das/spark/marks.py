@@ -17,8 +17,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
+from pyspark.sql.pandas.types import to_arrow_schema
 
 from das.spark import storage
 
@@ -63,6 +66,18 @@ class RunMode:
     def label(self) -> str:
         """One line for people: the warning in test mode."""
         return TEST_WARNING if self.test else "production mode"
+
+    def arrow_schema(self, schema: T.StructType) -> pa.Schema:
+        """``schema`` as Arrow, for a file written without Spark (``das.spark.task_files``):
+        its footer gets the Spark schema entry, marks included, that Spark's writer would
+        give a frame of ``schema`` after ``mark``."""
+        marked = T.StructType(
+            [
+                T.StructField(f.name, f.dataType, f.nullable, {**f.metadata, **self.metadata})
+                for f in schema
+            ]
+        )
+        return to_arrow_schema(schema).with_metadata({SPARK_SCHEMA_KEY: marked.json()})
 
     def mark(self, frame: DataFrame) -> DataFrame:
         """``frame`` with the mode on every column: a projection, the rows are untouched."""

@@ -9,7 +9,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from das.estimate.exchange import EXCHANGED, UPPER, Groups, Source, group_rows, split_source
-from das.estimate.files import arrow_target, finish
+from das.spark.task_files import arrow_target, finish
 
 
 def test_groups_are_ranges_of_roots_with_about_as_many_blocks():

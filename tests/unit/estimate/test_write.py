@@ -10,7 +10,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pyspark.sql import types as T
 
-from das.estimate.write import ESTIMATES_SCHEMA, arrow_schema, estimate_batch
+from das.estimate.write import ESTIMATES_SCHEMA, estimate_batch
 from das.spark.marks import SPARK_SCHEMA_KEY, RunMode, footer_modes
 
 
@@ -24,7 +24,7 @@ def _batch(geocodes: list[str]) -> pa.RecordBatch:
         ["total", "votingage"],
         [totals, voting],
         [totals / 20, np.full((n, 2), 1.5) + np.arange(n)[:, None] / 10],
-        arrow_schema(RunMode(test=True)),
+        RunMode(test=True).arrow_schema(ESTIMATES_SCHEMA),
     )
 
 
@@ -50,4 +50,4 @@ def test_rows_are_geounit_then_query_with_the_cells_as_arrays(tmp_path):
 def test_no_geounits_make_an_empty_batch():
     batch = _batch([])
     assert batch.num_rows == 0
-    assert batch.schema == arrow_schema(RunMode(test=True))
+    assert batch.schema == RunMode(test=True).arrow_schema(ESTIMATES_SCHEMA)

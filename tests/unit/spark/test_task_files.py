@@ -1,12 +1,12 @@
-"""The tasks' own files of ``estimates/``: written whole under their group's name, the
-directory marked complete only after what failed attempts left is gone."""
+"""The tasks' own files: written whole under their part's name, the directory marked
+complete only after what failed attempts left is gone."""
 
 from __future__ import annotations
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from das.estimate.files import Target, arrow_target, finish, write_file
+from das.spark.task_files import Target, arrow_target, finish, write_parquet
 
 SCHEMA = pa.schema([pa.field("x", pa.int64(), False)], metadata={b"k": b"v"})
 
@@ -33,7 +33,7 @@ def test_a_file_system_pyarrow_does_not_know_is_left_to_spark():
 def test_a_file_is_written_whole_under_its_name_and_finish_marks_the_directory(tmp_path):
     target = arrow_target(str(tmp_path))
     assert target is not None
-    assert write_file(target, "part-00003.parquet", SCHEMA, _batches(2, 3)) == 5
+    assert write_parquet(target, "part-00003.parquet", SCHEMA, _batches(2, 3), "zstd") == 5
     leftover = tmp_path / ".part-00004.parquet.0123.tmp"  # a failed attempt's
     leftover.write_bytes(b"partial")
     finish(target)
@@ -43,5 +43,5 @@ def test_a_file_is_written_whole_under_its_name_and_finish_marks_the_directory(t
     assert table.schema.metadata == {b"k": b"v"}  # the mode marks travel in the footer
     assert pq.ParquetFile(tmp_path / "part-00003.parquet").metadata.num_row_groups == 2
     # a retried task replaces its group's file
-    assert write_file(target, "part-00003.parquet", SCHEMA, _batches(1)) == 1
+    assert write_parquet(target, "part-00003.parquet", SCHEMA, _batches(1), "zstd") == 1
     assert pq.read_table(tmp_path / "part-00003.parquet").num_rows == 1
