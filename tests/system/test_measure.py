@@ -6,13 +6,22 @@ from fractions import Fraction
 
 import numpy as np
 import pandas as pd
+import pyarrow.parquet as pq
 import pytest
 
 from das.confidential.error_sums import noise_errors
 from das.input.read import read_histograms
 from das.privacy.generator import seeded_rng
-from das.privacy.measure import NMF_SCHEMA, noise_label, pivot_measurements, read_nmf, write_nmf
+from das.privacy.measure import (
+    NMF_SCHEMA,
+    PART,
+    noise_label,
+    pivot_measurements,
+    read_nmf,
+    write_nmf,
+)
 from das.privacy.sampler import discrete_gaussian
+from das.spark.marks import SPARK_SCHEMA_KEY, schema_modes
 from das.spec.config import load_config
 from tests.conftest import ROOT
 from tests.helpers import tiny_input, write_input
@@ -76,6 +85,30 @@ def test_nmf_columns_variances_and_each_answer_from_its_own_stream(spark, tmp_pa
                 np.testing.assert_array_equal(row["values"], query.answer(cells, counts) + noise)
                 checked += 1
     assert checked == len(rows)
+
+
+def test_the_tasks_write_the_nmf_files_whole_and_marked_as_spark_would(
+    spark, tmp_path, monkeypatch
+):
+    """A file per partition, named by it, with the run's mode in its footer, _SUCCESS and
+    nothing hidden left; and the same rows as Spark's writer gives where pyarrow cannot
+    open the output."""
+    _, _, direct = _nmf(spark, tmp_path, "nmf", partitions=3, observe=False)
+    written = tmp_path / "nmf"
+    assert sorted(p.name for p in written.iterdir()) == [
+        "_SUCCESS",
+        *(PART.format(i) for i in range(3)),
+    ]
+    for i in range(3):
+        footer = pq.ParquetFile(written / PART.format(i)).metadata.metadata
+        assert schema_modes(footer[SPARK_SCHEMA_KEY.encode()].decode()) == {"test"}
+    monkeypatch.setattr("das.privacy.measure.arrow_target", lambda _uri: None)
+    _, _, by_spark = _nmf(spark, tmp_path, "nmf_by_spark", partitions=3, observe=False)
+    spark_names = [p.name for p in (tmp_path / "nmf_by_spark").iterdir()]
+    assert "_SUCCESS" in spark_names and PART.format(0) not in spark_names  # Spark's names
+    assert by_spark.keys() == direct.keys()
+    for key, row in direct.items():
+        assert row.asDict() == by_spark[key].asDict(), key
 
 
 def test_noise_has_the_configured_variance(spark, tmp_path):
