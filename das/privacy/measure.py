@@ -18,20 +18,19 @@ from typing import Protocol, TypeVar, overload
 
 import numpy as np
 import pyarrow as pa
-from pyspark import Accumulator, AccumulatorParam, TaskContext
+from pyspark import Accumulator, AccumulatorParam
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
 
-from das.errors import InternalError
 from das.input.read import LevelHistograms
 from das.privacy.answers import row_sums
 from das.privacy.generator import Rng
 from das.privacy.sampler import discrete_gaussian_rows
 from das.spark.marks import RunMode
 from das.spark.storage import exists, qualified
-from das.spark.task_files import Target, arrow_target, finish, write_parquet
+from das.spark.task_files import Target, arrow_target, finish, partition_id, write_parquet
 from das.spec.config import Config
 from das.spec.schema import Query
 
@@ -208,7 +207,7 @@ def _noisy_rows(
                 if observer is not None:
                     parts.append(observer.observe(level, queries, rows, cells, counts, noises))
         if observer is not None:
-            results.add({_partition_id(): observer.combine(parts)})
+            results.add({partition_id(): observer.combine(parts)})
 
     return noisy
 
@@ -230,13 +229,6 @@ def _runs(
         flat = slice(offsets[begin], offsets[end])
         rows = np.repeat(np.arange(end - begin), np.diff(offsets[begin : end + 1]))
         yield levels[begin], geocodes[begin:end], rows, cell_values[flat], count_values[flat]
-
-
-def _partition_id() -> int:
-    context = TaskContext.get()
-    if context is None:
-        raise InternalError("the measurement ran outside a Spark task")
-    return context.partitionId()
 
 
 def _level_runs(levels: list[str], most: int) -> Iterator[tuple[int, int]]:
@@ -343,7 +335,7 @@ def _files(
     measurement's wall time on the LA-like input (2.9M rows of up to 2,016 values)."""
 
     def written(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        name = PART.format(_partition_id())
+        name = PART.format(partition_id())
         rows = write_parquet(target, name, schema, noisy(batches), "zstd")
         yield pa.record_batch([pa.array([rows], pa.int64())], names=["rows"])
 

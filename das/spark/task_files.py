@@ -24,7 +24,9 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
+from pyspark import TaskContext
 
+from das.errors import InternalError
 from das.spark.storage import arrow_uri
 
 
@@ -53,11 +55,15 @@ def arrow_target(qualified: str) -> Target | None:
 
 @contextmanager
 def placed(target: Target, name: str) -> Iterator[tuple[pafs.FileSystem, str]]:
-    """A hidden temporary path to write, moved to ``name`` once the block exits cleanly."""
+    """A hidden temporary path to write, moved to ``name`` (which may name subdirectories,
+    made as needed) once the block exits cleanly."""
     fs, path = target.open()
-    temporary = f"{path}/.{name.strip('.')}.{uuid.uuid4().hex}.tmp"
+    folder, _, base = f"{path}/{name}".rpartition("/")
+    if folder != path:
+        fs.create_dir(folder, recursive=True)
+    temporary = f"{folder}/.{base.strip('.')}.{uuid.uuid4().hex}.tmp"
     yield fs, temporary
-    fs.move(temporary, f"{path}/{name}")
+    fs.move(temporary, f"{folder}/{base}")
 
 
 def write_parquet(
@@ -87,11 +93,20 @@ def write_parquet(
     return rows
 
 
+def partition_id() -> int:
+    """The running task's partition: the same for every attempt, so it names the task's
+    file."""
+    context = TaskContext.get()
+    if context is None:
+        raise InternalError("a task's file was written outside a Spark task")
+    return context.partitionId()
+
+
 def finish(target: Target) -> None:
     """Remove the hidden temporary files (an exchange's, failed attempts'), then mark the
     directory complete."""
     fs, path = target.open()
-    for info in fs.get_file_info(pafs.FileSelector(path)):
+    for info in fs.get_file_info(pafs.FileSelector(path, recursive=True)):
         if info.base_name.startswith(".") and info.base_name.endswith(".tmp"):
             fs.delete_file(info.path)
     with fs.open_output_stream(f"{path}/_SUCCESS"):

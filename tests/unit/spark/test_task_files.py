@@ -45,3 +45,16 @@ def test_a_file_is_written_whole_under_its_name_and_finish_marks_the_directory(t
     # a retried task replaces its group's file
     assert write_parquet(target, "part-00003.parquet", SCHEMA, _batches(1), "zstd") == 1
     assert pq.read_table(tmp_path / "part-00003.parquet").num_rows == 1
+
+
+def test_a_file_in_subdirectories_is_placed_there_and_finish_clears_them_too(tmp_path):
+    target = arrow_target(str(tmp_path))
+    assert target is not None
+    name = "TABBLKST=44/TABBLKCOU=007/part-00001.parquet"
+    assert write_parquet(target, name, SCHEMA, _batches(2), "zstd") == 2
+    deep = tmp_path / "TABBLKST=44" / "TABBLKCOU=009"
+    deep.mkdir()
+    (deep / ".part-00000.parquet.0123.tmp").write_bytes(b"partial")  # a failed attempt's
+    finish(target)
+    found = sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*") if p.is_file())
+    assert found == ["TABBLKST=44/TABBLKCOU=007/part-00001.parquet", "_SUCCESS"]
