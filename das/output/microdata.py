@@ -9,19 +9,25 @@ under ``TABBLKST=../TABBLKCOU=..`` partitions.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import logging
+from collections.abc import Callable, Iterator
+from itertools import groupby
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from das.spark.marks import RunMode
-from das.spark.storage import list_names
+from das.spark.storage import list_names, qualified
+from das.spark.task_files import Target, arrow_target, finish, partition_id, write_parquet
 from das.spec.schema import Schema
+
+log = logging.getLogger("das.write")
 
 #: MDF geography columns and their slices of the 15-digit block GEOID.
 GEOGRAPHY_COLUMNS = {
@@ -89,23 +95,99 @@ def microdata(blocks: DataFrame, schema: Schema) -> DataFrame:
     return blocks.select("geocode", "cells", "counts").mapInArrow(expand, microdata_schema(schema))
 
 
+#: The MDF's directories (Hive partitions): a county's records are one file.
+PARTITION_COLUMNS = ("TABBLKST", "TABBLKCOU")
+
+#: A county's file, by the partition of the task that writes it.
+PART = "part-{:05d}.parquet"
+
+#: What a task that writes its counties' files returns.
+WRITTEN_SCHEMA = T.StructType([T.StructField("rows", T.LongType())])
+
+
 def write_microdata(
     blocks: DataFrame, schema: Schema, path: str, partitions: int, mode: RunMode
 ) -> None:
     """Write the MDF partitioned by state and county, with partitioning-independent content;
-    every file marked with the run's ``mode`` (marked before the sort, which it leaves as is)."""
+    every file marked with the run's ``mode``.
+
+    The blocks, not their records, go to one task per county, sorted by geocode: the
+    records' order (state, county, tract, block, then ``EPNUM``). Each task expands its
+    blocks and writes each county's file itself (``das.spark.task_files``): no shuffle
+    of the records, and no Hadoop file system, whose local one starts a ``chmod`` process
+    per file and directory (three per county). Where pyarrow cannot open ``path``, the
+    records are shuffled to the counties and Spark writes them."""
+    spark = blocks.sparkSession
     records = mode.mark(microdata(blocks, schema))
-    (
-        records.repartition(partitions, "TABBLKST", "TABBLKCOU")
-        .sortWithinPartitions("TABBLKST", "TABBLKCOU", "TABTRACTCE", "TABBLK", "EPNUM")
-        .write.mode("overwrite")
-        .partitionBy("TABBLKST", "TABBLKCOU")
-        .parquet(path)
-    )
-    if not any(n.startswith("TABBLKST=") for n in list_names(blocks.sparkSession, path)):
+    target = arrow_target(qualified(spark, path))
+    if target is None:
+        log.info("write: the MDF is written by Spark (pyarrow cannot open %s)", path)
+        (
+            records.repartition(partitions, *PARTITION_COLUMNS)
+            .sortWithinPartitions(*PARTITION_COLUMNS, "TABTRACTCE", "TABBLK", "EPNUM")
+            .write.mode("overwrite")
+            .partitionBy(*PARTITION_COLUMNS)
+            .parquet(path)
+        )
+    else:
+        counties = [_geography(F.col("geocode"), name) for name in PARTITION_COLUMNS]
+        (
+            blocks.select("geocode", "cells", "counts")
+            .repartition(partitions, *counties)
+            .sortWithinPartitions("geocode")
+            .mapInArrow(_county_files(schema, target, mode), WRITTEN_SCHEMA)
+            .collect()
+        )
+        finish(target)
+    if not any(n.startswith("TABBLKST=") for n in list_names(spark, path)):
         # Nobody lives anywhere (an all-vacant state): a partitioned write of no rows writes
         # no file, so one empty file keeps the MDF's columns readable.
         records.limit(0).coalesce(1).write.mode("append").parquet(path)
+
+
+def _geography(geocode: Column, name: str) -> Column:
+    """A geography column of the MDF from the block's geocode, as Spark computes it."""
+    begin, end = GEOGRAPHY_COLUMNS[name]
+    return F.substring(geocode, begin + 1, end - begin)
+
+
+def _county_files(
+    schema: Schema, target: Target, mode: RunMode
+) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """The executors' function: a partition's blocks (sorted by geocode) to its counties'
+    files, ``TABBLKST=../TABBLKCOU=../part-NNNNN.parquet`` (the partition columns in the
+    path only, as Spark writes them); their records' count out."""
+    columns = microdata_schema(schema)
+    inside = T.StructType([f for f in columns if f.name not in PARTITION_COLUMNS])
+    file_schema = mode.arrow_schema(inside)
+
+    def county_batches(
+        batches: Iterator[pa.RecordBatch],
+    ) -> Iterator[tuple[tuple[str, str], pa.RecordBatch]]:
+        for batch in batches:
+            geocode = batch.column("geocode")
+            county = np.asarray(pc.utf8_slice_codeunits(geocode, 0, 5).to_pylist(), dtype=str)
+            cuts = (np.flatnonzero(county[1:] != county[:-1]) + 1).tolist()
+            for start, end in zip([0, *cuts], [*cuts, len(county)], strict=True):
+                run = batch.slice(start, end - start)
+                table = expand_blocks(
+                    run.column("geocode"), run.column("cells"), run.column("counts"), schema
+                )
+                table = table.drop_columns(list(PARTITION_COLUMNS))
+                key = (county[start][:2], county[start][2:])
+                for records in table.to_batches():  # none for a county of empty blocks
+                    if records.num_rows:
+                        yield key, pa.RecordBatch.from_arrays(records.columns, schema=file_schema)
+
+    def written(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        part = PART.format(partition_id())
+        rows = 0
+        for (state, county), found in groupby(county_batches(batches), key=lambda b: b[0]):
+            name = f"TABBLKST={state}/TABBLKCOU={county}/{part}"
+            rows += write_parquet(target, name, file_schema, (b for _, b in found), "zstd")
+        yield pa.record_batch([pa.array([rows], pa.int64())], names=["rows"])
+
+    return written
 
 
 def read_microdata(path: str) -> pd.DataFrame:
