@@ -24,7 +24,15 @@ from pyspark.sql.pandas.types import to_arrow_schema
 
 from das.spark.marks import RunMode
 from das.spark.storage import list_names, qualified
-from das.spark.task_files import Target, arrow_target, finish, partition_id, write_parquet
+from das.spark.task_files import (
+    ROWS_SCHEMA,
+    Target,
+    arrow_target,
+    finish,
+    partition_id,
+    rows_written,
+    write_parquet,
+)
 from das.spec.schema import Schema
 
 log = logging.getLogger("das.write")
@@ -101,9 +109,6 @@ PARTITION_COLUMNS = ("TABBLKST", "TABBLKCOU")
 #: A county's file, by the partition of the task that writes it.
 PART = "part-{:05d}.parquet"
 
-#: What a task that writes its counties' files returns.
-WRITTEN_SCHEMA = T.StructType([T.StructField("rows", T.LongType())])
-
 
 def write_microdata(
     blocks: DataFrame, schema: Schema, path: str, partitions: int, mode: RunMode
@@ -135,7 +140,7 @@ def write_microdata(
             blocks.select("geocode", "cells", "counts")
             .repartition(partitions, *counties)
             .sortWithinPartitions("geocode")
-            .mapInArrow(_county_files(schema, target, mode), WRITTEN_SCHEMA)
+            .mapInArrow(_county_files(schema, target, mode), ROWS_SCHEMA)
             .collect()
         )
         finish(target)
@@ -185,7 +190,7 @@ def _county_files(
         for (state, county), found in groupby(county_batches(batches), key=lambda b: b[0]):
             name = f"TABBLKST={state}/TABBLKCOU={county}/{part}"
             rows += write_parquet(target, name, file_schema, (b for _, b in found), "zstd")
-        yield pa.record_batch([pa.array([rows], pa.int64())], names=["rows"])
+        yield rows_written(rows)
 
     return written
 

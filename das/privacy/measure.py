@@ -30,7 +30,15 @@ from das.privacy.generator import Rng
 from das.privacy.sampler import discrete_gaussian_rows
 from das.spark.marks import RunMode
 from das.spark.storage import exists, qualified
-from das.spark.task_files import Target, arrow_target, finish, partition_id, write_parquet
+from das.spark.task_files import (
+    ROWS_SCHEMA,
+    Target,
+    arrow_target,
+    finish,
+    partition_id,
+    rows_written,
+    write_parquet,
+)
 from das.spec.config import Config
 from das.spec.schema import Query
 
@@ -307,16 +315,13 @@ def write_nmf(
         )
     else:
         files = _files(noisy, target, mode.arrow_schema(NMF_SCHEMA))
-        sorted_geounits.mapInArrow(files, WRITTEN_SCHEMA).collect()
+        sorted_geounits.mapInArrow(files, ROWS_SCHEMA).collect()
         finish(target)
     log.info("noisy measurements written to %s", path)
     if observer is None:
         return None
     return observer.combine(list(results.value.values()))
 
-
-#: What a task that writes its own file of the NMF returns.
-WRITTEN_SCHEMA = T.StructType([T.StructField("rows", T.LongType())])
 
 #: A task's file of the NMF, by its partition: the same name whatever attempt writes it.
 PART = "part-{:05d}.parquet"
@@ -337,7 +342,7 @@ def _files(
     def written(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         name = PART.format(partition_id())
         rows = write_parquet(target, name, schema, noisy(batches), "zstd")
-        yield pa.record_batch([pa.array([rows], pa.int64())], names=["rows"])
+        yield rows_written(rows)
 
     return written
 

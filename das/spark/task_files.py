@@ -25,6 +25,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 from pyspark import TaskContext
+from pyspark.sql import types as T
 
 from das.errors import InternalError
 from das.spark.storage import arrow_uri
@@ -100,6 +101,15 @@ def partition_id() -> int:
     if context is None:
         raise InternalError("a task's file was written outside a Spark task")
     return context.partitionId()
+
+
+#: What a task that writes its own files returns to the driver: the rows it wrote.
+ROWS_SCHEMA = T.StructType([T.StructField("rows", T.LongType())])
+
+
+def rows_written(rows: int) -> pa.RecordBatch:
+    """A task's one row of ``ROWS_SCHEMA``."""
+    return pa.record_batch([pa.array([rows], pa.int64())], names=["rows"])
 
 
 def finish(target: Target) -> None:
