@@ -101,6 +101,23 @@ def test_the_validator_names_each_kind_of_damage(spark, demo_run, demo_input, tm
     assert validate_run(spark, str(demo_input), str(output)) == []
 
 
+def test_the_validator_reports_the_same_with_the_mdf_cached_or_not(
+    spark, demo_run, demo_input, tmp_path, monkeypatch
+):
+    def child_in_a_nursing_home(mdf):
+        mdf.loc[2, ["RTYPE", "GQTYPE_PL", "VOTING_AGE"]] = [5, 3, 1]
+
+    found = {}
+    for cache_from in (10**9, 1):  # never cached; cached from one file on
+        monkeypatch.setattr("das.output.validate.CACHE_FROM_FILES", cache_from)
+        copy = tmp_path / f"from_{cache_from}"
+        problems = _validate_damaged(spark, demo_run, demo_input, copy, child_in_a_nursing_home)
+        found[cache_from] = [p.replace(str(copy), "COPY") for p in problems]
+        assert validate_run(spark, str(demo_input), str(demo_run)) == []
+    assert any(p.startswith("records in structural zero") for p in found[1])
+    assert found[1] == found[10**9]
+
+
 def test_the_validator_finds_broken_totals_and_facilities(spark, demo_run, demo_input, tmp_path):
     """The invariants the validator checks from its per-block summary: the state total (a
     record dropped), the facilities of a block (its group-quarters residents moved into
