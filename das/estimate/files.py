@@ -9,8 +9,7 @@ import pyarrow as pa
 
 from das.spark.task_files import Target, write_parquet
 
-#: A group's file, by its group's number; the driver's rows of the levels above the split.
-PART = "part-{:05d}.parquet"
+#: The driver's file: the rows of the levels above the split (a group's is ``PART``).
 ABOVE = "part-above.parquet"
 
 

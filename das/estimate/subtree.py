@@ -25,11 +25,11 @@ from das.errors import InternalError, UserError
 from das.estimate.answers import level_data
 from das.estimate.basis import Basis
 from das.estimate.exchange import Pieces, group_rows
-from das.estimate.files import PART, write_file
+from das.estimate.files import write_file
 from das.estimate.read import LevelAnswers, exact_totals, level_answers, parents
 from das.estimate.tree import Estimate, Invariant, LevelData, Parts, Up, down_pass, up_pass
 from das.estimate.write import estimate_batches
-from das.spark.task_files import Target
+from das.spark.task_files import PART, Target
 from das.spec.config import Config
 from das.spec.geography import Level
 

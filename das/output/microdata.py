@@ -25,6 +25,7 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from das.spark.marks import RunMode
 from das.spark.storage import list_names, qualified
 from das.spark.task_files import (
+    PART,
     ROWS_SCHEMA,
     Target,
     arrow_target,
@@ -105,9 +106,6 @@ def microdata(blocks: DataFrame, schema: Schema) -> DataFrame:
 
 #: The MDF's directories (Hive partitions): a county's records are one file.
 PARTITION_COLUMNS = ("TABBLKST", "TABBLKCOU")
-
-#: A county's file, by the partition of the task that writes it.
-PART = "part-{:05d}.parquet"
 
 
 def write_microdata(

@@ -31,6 +31,7 @@ from das.privacy.sampler import discrete_gaussian_rows
 from das.spark.marks import RunMode
 from das.spark.storage import exists, qualified
 from das.spark.task_files import (
+    PART,
     ROWS_SCHEMA,
     Target,
     arrow_target,
@@ -321,10 +322,6 @@ def write_nmf(
     if observer is None:
         return None
     return observer.combine(list(results.value.values()))
-
-
-#: A task's file of the NMF, by its partition: the same name whatever attempt writes it.
-PART = "part-{:05d}.parquet"
 
 
 def _files(

@@ -94,12 +94,16 @@ def write_parquet(
     return rows
 
 
+#: A task's file, by its partition (or its group): the same name whatever attempt writes it.
+PART = "part-{:05d}.parquet"
+
+
 def partition_id() -> int:
     """The running task's partition: the same for every attempt, so it names the task's
-    file."""
+    file (``PART``) and keys what the task reports."""
     context = TaskContext.get()
     if context is None:
-        raise InternalError("a task's file was written outside a Spark task")
+        raise InternalError("a task's partition was asked for outside a Spark task")
     return context.partitionId()
 
 

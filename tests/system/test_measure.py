@@ -14,7 +14,6 @@ from das.input.read import read_histograms
 from das.privacy.generator import seeded_rng
 from das.privacy.measure import (
     NMF_SCHEMA,
-    PART,
     noise_label,
     pivot_measurements,
     read_nmf,
@@ -22,6 +21,7 @@ from das.privacy.measure import (
 )
 from das.privacy.sampler import discrete_gaussian
 from das.spark.marks import SPARK_SCHEMA_KEY, schema_modes
+from das.spark.task_files import PART
 from das.spec.config import load_config
 from tests.conftest import ROOT
 from tests.helpers import tiny_input, write_input

@@ -6,8 +6,9 @@ from __future__ import annotations
 import pyarrow.parquet as pq
 import pytest
 
-from das.output.microdata import PART, microdata_schema, read_microdata, write_microdata
+from das.output.microdata import microdata_schema, read_microdata, write_microdata
 from das.spark.marks import SPARK_SCHEMA_KEY, RunMode, schema_modes
+from das.spark.task_files import PART
 from das.spec.schema import load_schema
 
 pytestmark = pytest.mark.spark
