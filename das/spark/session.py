@@ -11,7 +11,8 @@ from __future__ import annotations
 import logging
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from importlib import resources
 
 from pyspark import SparkContext
@@ -105,3 +106,18 @@ def spark_session(
 def _launched_by_spark_submit() -> bool:
     """spark-submit starts the JVM first and hands the Python driver its gateway port."""
     return "PYSPARK_GATEWAY_PORT" in os.environ or SparkContext._active_spark_context is not None
+
+
+@contextmanager
+def setting(spark: SparkSession, key: str, value: str) -> Iterator[None]:
+    """Spark's SQL setting ``key`` at ``value`` for the actions run inside the block (Spark
+    plans a query when its action runs), restored after it."""
+    before = spark.conf.get(key, None)
+    spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        if before is None:
+            spark.conf.unset(key)
+        else:
+            spark.conf.set(key, before)

@@ -129,6 +129,12 @@ BAD_CASES = [
         lambda p, u: p.assign(age=p["age"].astype(float).where(p.index != 0, 30.5)),
         "30.5",
     ),
+    (  # stored as an integer already, but too large for the contract's int
+        "age-type",
+        "persons",
+        lambda p, u: p.assign(age=p["age"].astype("int64").where(p.index != 0, 2**40)),
+        str(2**40),
+    ),
     (
         "duplicate-unit-id",
         "units",
@@ -176,17 +182,27 @@ def test_each_bad_input_rule_is_reported(spark, config, tmp_path, rule, table, b
         assert value in message
 
 
-def test_vacancy_rules(spark, config, tmp_path):
+@pytest.mark.parametrize("stored", ["boolean", "text"])
+def test_vacancy_rules(spark, config, tmp_path, stored):
+    """The same rows are refused whether the files store booleans or their text."""
     persons, units = tiny_input(seed=6)
     occupied_hu = units[(units["gqtype"] == 0) & units["occupied"]].index[0]
     vacant_hu = units[(units["gqtype"] == 0) & ~units["occupied"]].index[0]
     units.loc[occupied_hu, "occupied"] = False
     units.loc[vacant_hu, "occupied"] = True
+    if stored == "text":
+        units["occupied"] = np.where(units["occupied"], "Yes", "n")
+        persons["hispanic"] = np.where(persons["hispanic"], "TRUE", "0")
     write_input(tmp_path, persons, units)
     with pytest.raises(InputError) as info:
         read_histograms(spark, config, str(tmp_path))
-    names = {r.name for r, _, _ in info.value.report}
-    assert {"person-in-vacant-unit", "occupied-unit-without-residents"} <= names
+    assert sorted((r.name, n) for r, n, _ in info.value.report) == [
+        ("occupied-unit-without-residents", 1),
+        (
+            "person-in-vacant-unit",
+            int((persons["unit_id"] == units.loc[occupied_hu, "unit_id"]).sum()),
+        ),
+    ]
 
 
 def test_missing_units_table(spark, config, tmp_path):

@@ -103,3 +103,34 @@ def test_spark_has_no_default_log_level_to_announce():
     }
     gateway = loggers["org.apache.spark.api.python.PythonGatewayServer"]
     assert gateway == props["rootLogger.level"] == "error"
+
+
+class _RuntimeConf:
+    """Spark's runtime conf as far as ``setting`` uses it."""
+
+    def __init__(self, values: dict[str, str]):
+        self.values = values
+
+    def get(self, key: str, default: str | None = None) -> str | None:
+        return self.values.get(key, default)
+
+    def set(self, key: str, value: str) -> None:
+        self.values[key] = value
+
+    def unset(self, key: str) -> None:
+        del self.values[key]
+
+
+class _RuntimeSession:
+    def __init__(self, values: dict[str, str]):
+        self.conf = _RuntimeConf(values)
+
+
+def test_a_setting_holds_inside_its_block_and_is_restored_after_it():
+    spark = _RuntimeSession({"spark.a": "1"})
+    with session.setting(spark, "spark.a", "2"), session.setting(spark, "spark.b", "x"):
+        assert spark.conf.values == {"spark.a": "2", "spark.b": "x"}
+    assert spark.conf.values == {"spark.a": "1"}
+    with pytest.raises(RuntimeError), session.setting(spark, "spark.a", "3"):
+        raise RuntimeError("a failed action")
+    assert spark.conf.values == {"spark.a": "1"}
