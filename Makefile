@@ -103,11 +103,11 @@ bench-national: install
 	$(BIN)/python -m bench.bench_national --work $(OUT)/national --scale $(SCALE)
 
 ## make bench-accuracy: error of each post-processing variant (default, measurements, the 2020
-## rule), of the BLUE and of the noisy measurements over 5 seeds on the RI fixture; runs are
-## cached in $(OUT)/accuracy (15 RI runs, 1-2 h on 2 cores); regenerates docs/accuracy.md,
-## docs/img/accuracy_*.png and bench/results/accuracy.json.
+## rule), of the BLUE and of the noisy measurements over 5 seeds on the RI fixture (built into
+## $(OUT)/accuracy from ../shared/data/real); runs are cached there (15 RI runs, about an hour
+## on 2 cores); regenerates docs/accuracy.md, docs/img/accuracy_*.png, bench/results/accuracy.json.
 bench-accuracy: install
-	$(BIN)/python -m bench.bench_accuracy --work $(OUT)/accuracy --input $(RI) --seeds 1 2 3 4 5
+	$(BIN)/python -m bench.bench_accuracy --work $(OUT)/accuracy --seeds 1 2 3 4 5
 
 ## make cluster-up WORKERS=2: a Spark standalone master and workers on 127.0.0.1 (state,
 ## logs and work dirs in $(CLUSTER)); ports: MASTER_PORT, WEBUI_PORT (workers: +1, +2, ...).
