@@ -2,13 +2,14 @@
 
 Every rule of the contract (``das.input.contract``: its names, columns and refusal texts)
 becomes a Spark condition that is true on a row that breaks it. All rules of a table are
-counted in one aggregation, a key rule from the key column alone, and both tables' counts
+counted in one aggregation, a key rule from the rows per key, and both tables' counts
 come back from one Spark action (whose scans and shuffles Spark runs side by side); only
 when something is wrong are the first offending rows fetched. Nothing is ever dropped
 silently: a single bad row stops the run with a report that says, per rule, how many rows
 broke it and shows the first of them (file, record id, column, value, allowed).
 Values are read strictly here, never cast loosely: a boolean is one of the contract's
-strings, and a structural-zero rule recodes a record the way the reader will.
+strings (or stored as a boolean), and a structural-zero rule recodes a record the way the
+reader will.
 """
 
 from __future__ import annotations
@@ -35,13 +36,13 @@ __all__ = ["InputCounts", "InputError", "Rule", "check_input", "table_rules"]
 SAMPLES_PER_RULE = 5
 
 #: Every grouping of the check is by a key that (nearly) every row has on its own: unit_id,
-#: person_id. Spark's partial aggregation before the shuffle then builds hash tables that
-#: reduce nothing; without it the check took a fifth less on the LA-like input.
+#: person_id. Spark's partial aggregation before the shuffle would build hash tables that
+#: reduce nothing, so the check's action runs without it.
 BYPASS_PARTIAL = "spark.sql.execution.bypassPartialAggregation"
 
 #: The Spark type each column has in the input's files, by name. A column the files already
-#: store as a boolean or an integer is read as it is: only text needs the strict reading
-#: (on the LA-like input, reading stored booleans as text was a fifth of the check).
+#: store as a boolean or an integer is read as it is: only text needs the strict reading,
+#: which would turn every stored boolean into text and back, on every row.
 Types = Mapping[str, DataType]
 
 
@@ -179,7 +180,7 @@ LINK_CONDITIONS: dict[str, Callable[[Types], Column]] = {
 
 def table_rules(table: Table, schema: Schema, types: Types | None = None) -> list[Rule]:
     """The contract's rules of a table, each with its Spark condition; ``types``: the
-    columns' types in the files (without them every value is read as text may be)."""
+    columns' types in the files (without them every column is read strictly, as text)."""
     return [
         Rule(
             rule.name,
