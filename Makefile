@@ -89,10 +89,10 @@ bench-e2e: install
 	$(BIN)/python -m bench.bench_e2e
 
 ## make bench-coverage: coverage of the estimator's 90% intervals over 5 seeds on the RI
-## fixture (RI=/tmp/ri_in) and a synthetic state; writes bench/results/coverage.json.
-RI ?= /tmp/ri_in
+## fixture (built into $(OUT)/coverage; RI=DIR reads another) and a synthetic state; writes
+## bench/results/coverage.json.
 bench-coverage: install
-	$(BIN)/python -m bench.bench_coverage --work $(OUT)/coverage --ri $(RI)
+	$(BIN)/python -m bench.bench_coverage --work $(OUT)/coverage $(if $(RI),--ri $(RI))
 
 ## make bench-national: the production job on the LA-like (10M persons, 2,500 tracts), Texas-like
 ## (5M, 254 counties) and U.S.-shaped (5M, 52 states) inputs, cached in $(OUT)/national

@@ -118,10 +118,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--work", required=True, type=Path)
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3, 4, 5])
-    parser.add_argument("--ri", default="/tmp/ri_in", help="the RI fixture (das fixture blocks)")
+    parser.add_argument(
+        "--ri", type=Path, help="the RI fixture (default: built by das fixture blocks in --work)"
+    )
     parser.add_argument("--persons", type=int, default=200_000, help="the synthetic state's size")
     args = parser.parse_args(argv)
 
+    from bench.accuracy_runs import ri_input
     from das.fixtures.synthetic import write_synthetic_fixture
     from das.spark.session import spark_session
     from das.spec.config import SparkSection, load_config
@@ -132,7 +135,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     spark = spark_session(SparkSection(master="local[2]", shuffle_partitions=8), "bench coverage")
     levels = load_config(CONFIG, ["run.production=false"]).geography.names
     results, rows = {}, []
-    for name, input_dir in (("ri", args.ri), ("synthetic", str(synthetic))):
+    ri = args.ri or ri_input(args.work)
+    for name, input_dir in (("ri", str(ri)), ("synthetic", str(synthetic))):
         found = one_input(spark, name, input_dir, args.seeds, args.work)
         rows += table_rows(name, found["counts"], levels)
         results[name] = {
