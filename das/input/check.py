@@ -88,6 +88,15 @@ class Checked:
     key: str
     copies: DataFrame | None = None
 
+    def key_copies(self, rule: Rule) -> DataFrame:
+        """Each key of the table with ``_copies``, its rows (null keys left out): the given
+        ``copies``, else counted from the table's key column."""
+        if self.copies is not None:
+            return self.copies
+        if self.table is None:
+            raise InternalError(f"input rule {rule.name!r}: no table to count its keys in")
+        return _key_copies(self.table, self.key)
+
 
 def check_input(tables: InputTables, schema: Schema) -> InputCounts:
     """Raise InputError listing every broken rule; return the tables' rows when the input is
@@ -271,7 +280,7 @@ def _evaluate(checks: Sequence[Checked]) -> tuple[list[int], list[tuple[Rule, in
 
 def _aggregate(check: Checked, prefix: str) -> DataFrame:
     """One row: the view's rows, and the rows breaking each rule; a key rule counts the
-    rows of the keys the table holds more than once, from the key column alone."""
+    rows of the keys the table holds more than once, from its rows per key."""
     rules = [(i, r) for i, r in enumerate(check.rules) if not r.key]
     frame = check.view.agg(
         F.count(F.lit(1)).alias(f"{prefix}rows"),
@@ -282,21 +291,12 @@ def _aggregate(check: Checked, prefix: str) -> DataFrame:
     )
     for i, rule in enumerate(check.rules):
         if rule.key:
-            if check.table is None:
-                raise InternalError(f"input rule {rule.name!r}: no table to count its keys in")
             copies = F.col("_copies")
-            keys = check.copies
-            if keys is None:
-                keys = _key_copies(check.table, check.key)
-            shared = keys.agg(F.sum(F.when(copies > 1, copies)).alias(f"{prefix}r{i}"))
+            shared = check.key_copies(rule).agg(
+                F.sum(F.when(copies > 1, copies)).alias(f"{prefix}r{i}")
+            )
             frame = frame.crossJoin(shared)
     return frame
-
-
-def _with_copies(view: DataFrame, table: DataFrame, key: str) -> DataFrame:
-    """The view with ``_copies``, the rows of the table that share the row's key (a null
-    key has none): joined only to sample a repeated key's rows."""
-    return view.join(_key_copies(table, key), key, "left")
 
 
 def _key_copies(table: DataFrame, key: str) -> DataFrame:
@@ -316,8 +316,8 @@ def broken_rules(
 def _samples(check: Checked, rule: Rule) -> list[str]:
     key, path = check.key, check.path
     frame = check.view
-    if rule.key and check.table is not None:
-        frame = _with_copies(frame, check.table, key)
+    if rule.key:  # the rows of the table that share the row's key (a null key has none)
+        frame = frame.join(check.key_copies(rule), key, "left")
     shown = [c for c in rule.columns if c != key]
     rows = (
         frame.filter(F.coalesce(rule.broken, F.lit(False)))
