@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from itertools import groupby
+from itertools import groupby, pairwise
 
 import numpy as np
 import pyarrow as pa
@@ -33,6 +33,7 @@ import pyarrow.compute as pc
 from pyspark.sql import SparkSession
 from pyspark.sql.pandas.types import from_arrow_schema
 
+from das.errors import InternalError
 from das.spark.storage import level_batches
 from das.spark.task_files import Target, placed
 
@@ -41,6 +42,9 @@ EXCHANGED = ".exchange-{:05d}.tmp"
 
 #: The group of the rows of the levels above the split, which the driver reads.
 UPPER = -1
+
+#: The driver's file of the subtree roots' full estimates, a batch per group.
+TOPS = ".tops.tmp"
 
 #: Rows per batch read from a Parquet file: a block's ``detailed`` array is about 16 kB.
 READ_ROWS = 2048
@@ -206,3 +210,31 @@ def group_rows(target: Target, pieces: list[tuple[int, int]]) -> pa.Table:
             reader = pa.ipc.open_file(source)
             batches += [reader.get_batch(batch) for _, batch in found]
     return pa.Table.from_batches(batches, schema=ROW_SCHEMA)
+
+
+def write_tops(target: Target, top: pa.Table, group: np.ndarray) -> dict[int, int]:
+    """Write the roots' full estimates (``top``, a row per root in ascending order,
+    ``group`` the group of each) to the file ``TOPS``, a batch per group: each group's
+    top-down task reads only its own; return the batch of each group."""
+    if len(group) and np.any(np.diff(group) < 0):
+        raise InternalError("the roots' groups are not ranges of roots in ascending order")
+    found: dict[int, int] = {}
+    rows = pa.concat_batches(top.to_batches()) if top.num_rows else None
+    with (
+        placed(target, TOPS) as (out, temporary),
+        out.open_output_stream(temporary) as sink,
+        pa.ipc.new_file(sink, top.schema) as writer,
+    ):
+        cuts = [0, *(np.flatnonzero(np.diff(group)) + 1).tolist(), len(group)]
+        for start, end in pairwise(cuts):
+            if rows is not None and end > start:
+                writer.write_batch(rows.slice(start, end - start))
+                found[int(group[start])] = len(found)
+    return found
+
+
+def top_rows(target: Target, batch: int) -> pa.Table:
+    """A group's roots' full estimates: the batch ``batch`` of ``TOPS``."""
+    fs, path = target.open()
+    with fs.open_input_file(f"{path}/{TOPS}") as source:
+        return pa.Table.from_batches([pa.ipc.open_file(source).get_batch(batch)])

@@ -10,8 +10,9 @@ thousand geounits even for the U.S., run on the driver in between. In order:
    (``das.estimate.exchange``), which step 3 reads again;
 2. on the driver, the bottom-up pass of the levels above from those, and the top-down
    pass down to the roots, which gives each root's full estimate;
-3. the top-down pass of every subtree from its root's full estimate (Spark): each
-   group's task reads its rows again and writes its file of ``estimates/``
+3. the top-down pass of every subtree from its root's full estimate (Spark): the
+   driver writes the roots' full estimates to a file, a batch per group; each group's
+   task reads its batch and its rows again, and writes its file of ``estimates/``
    (``das.estimate.files``), beside the driver's file of the levels above.
    Where pyarrow cannot open the run's files, Spark shuffles the rows to the groups
    (by a hash of their root) and writes the estimates, and the NMF is scanned and
@@ -38,7 +39,15 @@ from pyspark.sql.pandas.types import from_arrow_schema
 
 from das.errors import InternalError, UserError
 from das.estimate.basis import Basis, schema_basis
-from das.estimate.exchange import UPPER, Groups, Source, exchange, group_rows, sources
+from das.estimate.exchange import (
+    UPPER,
+    Groups,
+    Source,
+    exchange,
+    group_rows,
+    sources,
+    write_tops,
+)
 from das.estimate.files import ABOVE, write_file
 from das.estimate.read import check_sums, exact_totals, parents
 from das.estimate.subtree import (
@@ -368,15 +377,11 @@ def _by_tasks(
     ids = spark.range(len(pieces), numPartitions=max(len(pieces), 1))  # a task per group
     ups = ids.mapInArrow(up_groups(plan, target, pieces), from_arrow_schema(UP_SCHEMA))
     found = middle(upper, plan, bottom_up(ups))
-    top = found.top.append_column("group", pa.array(groups.group(found.top["root"])))
-    written = (
-        spark.createDataFrame(top)
-        .groupBy("group")
-        .applyInArrow(
-            written_rows(plan, found.schema, target, pieces), from_arrow_schema(WRITTEN_SCHEMA)
-        )
-        .toArrow()
-    )
+    top_batches = write_tops(target, found.top, groups.group(found.top["root"]))
+    if sorted(top_batches) != sorted(pieces):
+        raise InternalError("estimates: the groups of the roots are not the groups of the rows")
+    write = written_rows(plan, found.schema, target, pieces, top_batches)
+    written = ids.mapInArrow(write, from_arrow_schema(WRITTEN_SCHEMA)).toArrow()
     expected = sum(level.rows for level in found.summaries[plan.split :])
     rows = int(pc.sum(written["rows"]).as_py() or 0)
     if rows != expected:  # every geounit and query below the cut, once

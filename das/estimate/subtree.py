@@ -14,7 +14,7 @@ else from a second scan of the NMF.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -24,7 +24,7 @@ import pyarrow.compute as pc
 from das.errors import InternalError, UserError
 from das.estimate.answers import level_data
 from das.estimate.basis import Basis
-from das.estimate.exchange import Pieces, group_rows
+from das.estimate.exchange import Pieces, group_rows, top_rows
 from das.estimate.files import write_file
 from das.estimate.read import LevelAnswers, exact_totals, level_answers, parents
 from das.estimate.tree import Estimate, Invariant, LevelData, Parts, Up, down_pass, up_pass
@@ -242,18 +242,28 @@ def estimate_rows(plan: Plan, schema: pa.Schema) -> Callable[[pa.Table, pa.Table
 
 
 def written_rows(
-    plan: Plan, schema: pa.Schema, target: Target, pieces: Pieces
-) -> Callable[[pa.Table], pa.Table]:
-    """As ``estimate_rows``, from the group's roots' full estimates (``top`` with its
-    ``group``) and its rows in the exchange's files: the rows written by the task as its
-    group's file in ``target``, a row per group (``WRITTEN_SCHEMA``)."""
+    plan: Plan, schema: pa.Schema, target: Target, pieces: Pieces, tops: Mapping[int, int]
+) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """As ``estimate_rows``, for groups given by their index ``id`` among ``pieces``'
+    groups in ascending order: each group's rows from the exchange's files, its roots'
+    full estimates from the driver's (``tops``: each group's batch there). Each task
+    writes its group's file in ``target`` and returns a row for it (``WRITTEN_SCHEMA``):
+    a task per group, as the bottom-up pass, not Spark's hash of the groups, which gave
+    some tasks two groups and others none."""
+    numbers = sorted(pieces)
 
-    def run(top: pa.Table) -> pa.Table:
-        group = int(top["group"][0].as_py())
-        table = group_rows(target, pieces[group])
-        name = PART.format(group)
-        rows = write_file(target, name, schema, estimate_batches_of(plan, schema, table, top))
-        return pa.table({"group": [group], "file": [name], "rows": [rows]}, schema=WRITTEN_SCHEMA)
+    def run(ids: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in ids:
+            for index in batch.column("id").to_pylist():
+                group = numbers[index]
+                table = group_rows(target, pieces[group])
+                top = top_rows(target, tops[group])
+                name = PART.format(group)
+                batches = estimate_batches_of(plan, schema, table, top)
+                rows = write_file(target, name, schema, batches)
+                yield pa.record_batch(
+                    [pa.array([group]), pa.array([name]), pa.array([rows])], schema=WRITTEN_SCHEMA
+                )
 
     return run
 

@@ -144,12 +144,12 @@ def test_estimates_are_not_marked_complete_unless_every_row_was_written(
         shutil.copytree(output / part, copy / part)
     written = pipeline.written_rows
 
-    def one_short(plan, schema, target, pieces):
-        run = written(plan, schema, target, pieces)
+    def one_short(plan, schema, target, pieces, tops):
+        run = written(plan, schema, target, pieces, tops)
 
-        def short(top):
-            out = run(top)
-            return out.set_column(2, "rows", pc.subtract(out["rows"], 1))
+        def short(ids):
+            for out in run(ids):
+                yield out.set_column(2, "rows", pc.subtract(out["rows"], 1))
 
         return short
 

@@ -8,7 +8,18 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from das.estimate.exchange import EXCHANGED, UPPER, Groups, Source, group_rows, split_source
+from das.errors import InternalError
+from das.estimate.exchange import (
+    EXCHANGED,
+    TOPS,
+    UPPER,
+    Groups,
+    Source,
+    group_rows,
+    split_source,
+    top_rows,
+    write_tops,
+)
 from das.spark.task_files import arrow_target, finish
 
 
@@ -123,3 +134,29 @@ def test_the_levels_above_the_split_go_to_the_drivers_group(tmp_path, nmf_file):
         "y1",
         "z1",
     ]
+
+
+def test_each_group_reads_its_own_roots_full_estimates(tmp_path):
+    """The driver's file of the roots' full estimates: a batch per group, each holding
+    exactly that group's roots, in order; removed with the exchange's files."""
+    target = arrow_target(str(tmp_path / "estimates"))
+    assert target is not None
+    top = pa.table({"root": ["a", "b", "c", "d"], "f": [[1.0], [2.0], [3.0], [4.0]]})
+    batches = write_tops(target, top, np.array([0, 0, 2, 3]))  # group 1 has no roots
+    assert batches == {0: 0, 2: 1, 3: 2}
+    assert [top_rows(target, batches[g]).to_pydict() for g in (0, 2, 3)] == [
+        {"root": ["a", "b"], "f": [[1.0], [2.0]]},
+        {"root": ["c"], "f": [[3.0]]},
+        {"root": ["d"], "f": [[4.0]]},
+    ]
+    assert (tmp_path / "estimates" / TOPS).exists()
+    finish(target)
+    assert sorted(p.name for p in (tmp_path / "estimates").iterdir()) == ["_SUCCESS"]
+
+
+def test_roots_whose_groups_are_not_ranges_are_refused(tmp_path):
+    target = arrow_target(str(tmp_path / "estimates"))
+    assert target is not None
+    top = pa.table({"root": ["a", "b", "c"]})
+    with pytest.raises(InternalError, match="the roots' groups are not ranges of roots"):
+        write_tops(target, top, np.array([0, 1, 0]))
