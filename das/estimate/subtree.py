@@ -27,7 +27,17 @@ from das.estimate.basis import Basis
 from das.estimate.exchange import Pieces, group_rows, top_rows
 from das.estimate.files import write_file
 from das.estimate.read import LevelAnswers, exact_totals, level_answers, parents
-from das.estimate.tree import Estimate, Invariant, LevelData, Parts, Up, down_pass, up_pass
+from das.estimate.tree import (
+    Estimate,
+    Invariant,
+    LevelData,
+    Parts,
+    Up,
+    condition,
+    down_pass,
+    leaf_up,
+    up_pass,
+)
 from das.estimate.write import estimate_batches
 from das.spark.task_files import PART, Target
 from das.spec.config import Config
@@ -106,10 +116,13 @@ def measured_levels(
     levels: Sequence[Level],
     where: str,
     mask: pa.ChunkedArray | None = None,
+    merge_last: bool = False,
 ) -> tuple[list[LevelAnswers], list[LevelData]]:
     """Consecutive ``levels``' measurements (rows of the NMF, those ``mask`` selects),
     each geounit's parent found by its geocode's prefix in the level before (none for
-    the first)."""
+    the first). With ``merge_last``, the last level's statistics are summed over each
+    parent's children before the change of basis (``merged_leaves``): its ``b`` has a
+    row per parent, its ``parent`` still one per child."""
     found: list[LevelAnswers] = []
     data: list[LevelData] = []
     for index, level in enumerate(levels):
@@ -122,20 +135,23 @@ def measured_levels(
             )
         variances = {q.name: float(config.budget.sigma2(level.name, q.name)) for q in queries}
         found.append(answers)
-        data.append(
-            level_data(
-                basis, config.schema, level.name, parent, answers.answers, queries, variances
-            )
-        )
+        given = answers.answers
+        if merge_last and parent is not None and index == len(levels) - 1:
+            starts = np.flatnonzero(np.diff(parent, prepend=-1))
+            given = {name: np.add.reduceat(a, starts, axis=0) for name, a in given.items()}
+        data.append(level_data(basis, config.schema, level.name, parent, given, queries, variances))
     return found, data
 
 
-def read_subtree(plan: Plan, table: pa.Table) -> Subtree:
-    """The subtrees' measurements per level, checked as the whole NMF is."""
+def read_subtree(plan: Plan, table: pa.Table, merge_leaves: bool = False) -> Subtree:
+    """The subtrees' measurements per level, checked as the whole NMF is (with
+    ``merge_leaves``, the leaves' statistics summed per parent: ``merged_leaves``)."""
     levels = plan.config.geography.levels[plan.split :]
     table = table.combine_chunks()  # the lists' buffers: gathered from by index
     measured = pc.equal(table["kind"], MEASURED)
-    found, data = measured_levels(table, plan.config, plan.basis, levels, plan.where, measured)
+    found, data = measured_levels(
+        table, plan.config, plan.basis, levels, plan.where, measured, merge_leaves
+    )
     geocodes = [a.geocodes for a in found]
     invariant = None
     if plan.invariant >= plan.split:
@@ -145,6 +161,30 @@ def read_subtree(plan: Plan, table: pa.Table) -> Subtree:
         parent = [d.parent for d in data[:deepest]]
         invariant = exact_totals(exact, names, geocodes[:deepest], parent, plan.invariants_where)
     return Subtree(geocodes, data, invariant)
+
+
+def merged_leaves(
+    basis: Basis, subtree: Subtree
+) -> tuple[list[LevelData], Up | None, Invariant | None]:
+    """The levels of ``read_subtree(..., merge_leaves=True)`` with each parent's leaves
+    as one leaf, for the bottom-up pass: that leaf's subtree estimate (returned) is the
+    sum of theirs, u = M^-1 (sum of b), U = (children) M^-1, because every leaf of a
+    level shares M. So the leaves' statistics change basis once per parent, not once per
+    leaf. Exact totals at the leaves condition the merged leaf on their sum: the same
+    sums as conditioning each leaf, since all share U. (None: a subtree of one level,
+    whose leaves are its roots, has nothing to merge.)"""
+    leaves = subtree.data[-1]
+    if leaves.parent is None:  # a subtree of one level: its leaves are its roots
+        return subtree.data, None, subtree.invariant
+    counts = np.bincount(leaves.parent).astype(np.float64)
+    one = leaf_up(basis, LevelData(leaves.name, None, leaves.information, leaves.b))
+    merged = Up(u=one.u, U=[U * counts[:, None, None] for U in one.U], w=None, S=None)
+    invariant = subtree.invariant
+    if invariant is not None and invariant.level == len(subtree.data) - 1:
+        totals = np.bincount(leaves.parent, weights=invariant.totals)
+        merged, invariant = condition(basis, merged, totals), None
+    as_one = LevelData(leaves.name, np.arange(len(counts)), [], [])
+    return [*subtree.data[:-1], as_one], merged, invariant
 
 
 def roots_of(subtree: Subtree) -> list[np.ndarray]:
@@ -190,10 +230,11 @@ def up_rows(plan: Plan) -> Callable[[pa.Table], pa.Table]:
 
     def run(table: pa.Table) -> pa.Table:
         try:
-            subtree = read_subtree(plan, table)
+            subtree = read_subtree(plan, table, merge_leaves=True)
         except UserError as error:  # the driver raises it: a Spark task cannot exit 2
             return pa.Table.from_pylist([{"root": "", "error": str(error)}], schema=UP_SCHEMA)
-        up = up_pass(plan.basis, subtree.data, subtree.invariant)[0]
+        levels, leaves, invariant = merged_leaves(plan.basis, subtree)
+        up = up_pass(plan.basis, levels, invariant, leaves)[0]
         roots = roots_of(subtree)
         n = len(subtree.geocodes[0])
         geounits = np.stack([np.bincount(r, minlength=n) for r in roots], axis=1)
