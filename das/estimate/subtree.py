@@ -33,6 +33,7 @@ from das.estimate.tree import (
     LevelData,
     Parts,
     Up,
+    child_starts,
     condition,
     down_pass,
     leaf_up,
@@ -134,11 +135,11 @@ def measured_levels(
                 answers.geocodes, found[-1].geocodes, levels[index - 1].length, level.name
             )
         variances = {q.name: float(config.budget.sigma2(level.name, q.name)) for q in queries}
-        found.append(answers)
         given = answers.answers
         if merge_last and parent is not None and index == len(levels) - 1:
-            starts = np.flatnonzero(np.diff(parent, prepend=-1))
+            starts = child_starts(parent, len(found[-1].geocodes))
             given = {name: np.add.reduceat(a, starts, axis=0) for name, a in given.items()}
+        found.append(answers)
         data.append(level_data(basis, config.schema, level.name, parent, given, queries, variances))
     return found, data
 

@@ -85,7 +85,7 @@ def _sym(m: np.ndarray) -> np.ndarray:
     return (m + np.swapaxes(m, 1, 2)) / 2
 
 
-def _starts(parent: np.ndarray, parents: int) -> np.ndarray:
+def child_starts(parent: np.ndarray, parents: int) -> np.ndarray:
     """Where each parent's run of children begins; refuses an orphan or a childless parent."""
     if len(parent) and (np.any(np.diff(parent) < 0) or parent[0] != 0 or parent[-1] != parents - 1):
         raise InternalError("children are not grouped by parent in ascending order")
@@ -115,7 +115,7 @@ def leaf_up(basis: Basis, level: LevelData) -> Up:
 def parent_up(basis: Basis, level: LevelData, below: Up, child_parent: np.ndarray) -> Up:
     """A parent level from its own measurements and its children's subtree estimates."""
     n = level.b[0].shape[0]
-    starts = _starts(child_parent, n)
+    starts = child_starts(child_parent, n)
     out: Up = Up(u=[], U=[], w=[], S=[])
     parts = zip(basis.components, level.information, level.b, below.u, below.U, strict=True)
     for c, m, b, uc, Uc in parts:

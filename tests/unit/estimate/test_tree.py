@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from das.errors import UserError
+from das.errors import InternalError, UserError
+from das.estimate.tree import child_starts
 from tests.unit.estimate.toy import (
     ALL,
     LEVELS,
@@ -84,3 +85,14 @@ def test_refuses_leaves_that_do_not_identify_the_histogram():
     t = toy(queries=queries)
     with pytest.raises(UserError, match=r"lowest level \(leaf\) to measure every cell"):
         tree_blue(t, measure(t, np.random.default_rng(0)))
+
+
+def test_child_starts_refuses_a_childless_parent_and_children_out_of_order():
+    """The runs of children per parent, which the bottom-up pass (and the merging of a
+    subtree's leaves) sums over: a parent without a child, or children not grouped by
+    parent in ascending order, would misalign every sum after it."""
+    np.testing.assert_array_equal(child_starts(np.array([0, 0, 1, 2, 2]), 3), [0, 2, 3])
+    with pytest.raises(InternalError, match="a parent geounit has no child"):
+        child_starts(np.array([0, 0, 2, 2]), 3)
+    with pytest.raises(InternalError, match="children are not grouped by parent"):
+        child_starts(np.array([0, 1, 0, 1]), 2)
