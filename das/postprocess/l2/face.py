@@ -278,6 +278,16 @@ def _stacked_pseudo_inverse(m: np.ndarray, held: np.ndarray) -> np.ndarray:
     return (vectors * inverse[:, None, :]) @ vectors.transpose(0, 2, 1)
 
 
+def _added(target: np.ndarray, at: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """``np.add.at(target, at, values)`` with ``at`` indexing the flat target, as a new
+    array: bincount adds the same terms in the same order (each entry's own value first,
+    then ``values`` in order), so the floats are the same, many times faster."""
+    flat = target.ravel()
+    keys = np.concatenate([np.arange(flat.size), at.ravel()])
+    weights = np.concatenate([flat, values.ravel()])
+    return np.bincount(keys, weights=weights, minlength=flat.size).reshape(target.shape)
+
+
 def _coupling_multipliers(cp: CompactProblem, stacks: list[_Faces]) -> np.ndarray:
     """Solve S lambda = sum_c E_c h_c - parent with S = sum_c E_c Z_c E_c' (dense n x n).
 
@@ -301,9 +311,10 @@ def _coupling_multipliers(cp: CompactProblem, stacks: list[_Faces]) -> np.ndarra
             rhs[blocks] += st.h[0]
             continue
         pairs = st.valid[:, :, None] & st.valid[:, None, :]
-        # unbuffered: a block shared by several children gets each child's term in turn
-        np.add.at(s, (st.blocks[:, :, None], st.blocks[:, None, :]), np.where(pairs, st.z, 0.0))
-        np.add.at(rhs, st.blocks, np.where(st.valid, st.h, 0.0))
+        # a block shared by several children gets each child's term in turn
+        at = st.blocks[:, :, None] * cp.n_blocks + st.blocks[:, None, :]
+        s = _added(s, at, np.where(pairs, st.z, 0.0))
+        rhs = _added(rhs, st.blocks, np.where(st.valid, st.h, 0.0))
     scale = float(np.trace(s)) / max(cp.n_blocks, 1)
     if not scale > 0.0:
         return np.zeros(cp.n_blocks)

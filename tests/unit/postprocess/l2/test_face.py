@@ -151,3 +151,17 @@ def test_face_that_fixes_every_free_entry_leaves_nothing_to_share(seed):
     missing = dataclasses.replace(cp, parent=held.sum(axis=0) + 1.0)
     point = equality_solve(missing, normal_equations(missing), active, 1e-6, {})
     assert point is not None and np.isfinite(point.x).all() and point.inconsistent.all()
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_added_is_numpy_add_at_bit_for_bit(seed):
+    """The coupling's sums over children that share blocks: bincount with the target's
+    own values first gives np.add.at's floats exactly (the same additions in order)."""
+    rng = np.random.default_rng(seed)
+    target = rng.normal(size=(6, 6)) * 10.0 ** rng.integers(-8, 8, size=(6, 6))
+    at = rng.integers(0, 36, size=(5, 4, 4))  # repeated indices: several terms per entry
+    values = rng.normal(size=(5, 4, 4)) * 10.0 ** rng.integers(-8, 8, size=(5, 4, 4))
+    expected = target.copy()
+    np.add.at(expected.ravel(), at.ravel(), values.ravel())
+    found = l2_face._added(target, at, values)
+    assert found.tobytes() == expected.tobytes()
