@@ -23,9 +23,19 @@ UNBOUNDED = np.iinfo(np.int64).max // 4
 def group_sums(values: np.ndarray, groups: np.ndarray, n_groups: int) -> np.ndarray:
     """(rows, n_groups): each row of ``values`` summed over the columns of each group
     (``groups``, one per column). One bincount for all rows instead of one per row: each
-    sum still takes its terms in column order, so the floats are the same."""
+    sum still takes its terms in column order, so the floats are the same. Integer values
+    (counts being checked) are summed as integers, each group's columns side by side in
+    one reduceat: exact, and several times faster than bincount's float weights."""
     values = np.asarray(values)
     rows = values.shape[0]
+    if values.dtype.kind in "iu":  # integers: exact in any order, summed in integers
+        sizes = np.bincount(groups, minlength=n_groups)
+        starts = np.cumsum(sizes) - sizes
+        sums = np.zeros((rows, n_groups), dtype=values.dtype)
+        held = sizes > 0  # reduceat would give an empty group its next column
+        ordered = values[:, np.argsort(groups, kind="stable")]
+        sums[:, held] = np.add.reduceat(ordered, starts[held], axis=1)
+        return sums
     keys = (np.arange(rows)[:, None] * n_groups + np.asarray(groups)[None, :]).ravel()
     sums = np.bincount(keys, weights=values.ravel(), minlength=rows * n_groups)
     return sums.reshape(rows, n_groups)

@@ -71,3 +71,20 @@ def test_group_sums_are_each_rows_bincount_bit_for_bit(rows):
     for row, got in zip(values, sums, strict=True):
         assert np.array_equal(got, np.bincount(groups, weights=row, minlength=11))
     assert np.array_equal(group_sums(values.T.copy().T, groups, 11), sums)  # any memory order
+
+
+@pytest.mark.parametrize("rows", [0, 1, 37])
+def test_group_sums_of_integers_are_exact_integers(rows):
+    """Integer counts (the independent check's) are summed as integers, whatever the
+    groups' order, with zeros for groups no column has; near 2^62 a float sum would err."""
+    rng = np.random.default_rng(rows)
+    values = rng.integers(-1000, 1000, size=(rows, 300), dtype=np.int64)
+    values[:, 0] = 2**62 + 1  # not a float: the float path would round it
+    groups = rng.integers(0, 9, size=300)  # unsorted; groups 9 and 10 have no column
+    sums = group_sums(values, groups, 11)
+    assert sums.dtype == np.int64 and sums.shape == (rows, 11)
+    for row, got in zip(values, sums, strict=True):
+        expected = [
+            sum(int(v) for v, g in zip(row, groups, strict=True) if g == k) for k in range(11)
+        ]
+        assert got.tolist() == expected
