@@ -145,35 +145,53 @@ def increments(cp: CompactProblem, x: np.ndarray, wide: bool = False) -> _Increm
     return _Increments(base, var, child, block, -flat, cap - flat, False)
 
 
-def _sum_rows(
-    keys: np.ndarray, n_keys: int, base_sums: np.ndarray, low: np.ndarray, high: np.ndarray
-) -> tuple[sp.csr_matrix, np.ndarray, np.ndarray]:
+@dataclass(frozen=True)
+class _Rows:
+    """Constraint rows over the increments as COO entries (``row`` local to the family):
+    lower <= the row's sum <= upper."""
+
+    row: np.ndarray
+    col: np.ndarray
+    value: np.ndarray
+    lower: np.ndarray
+    upper: np.ndarray
+
+
+def _sum_rows(keys: np.ndarray, base_sums: np.ndarray, low: np.ndarray, high: np.ndarray) -> _Rows:
     """Rows low - base <= sum of the increments with each key <= high - base."""
-    matrix = sp.csr_matrix(
-        (np.ones(keys.size), (keys, np.arange(keys.size))), shape=(n_keys, keys.size)
+    return _Rows(keys, np.arange(keys.size), np.ones(keys.size), low - base_sums, high - base_sums)
+
+
+def _equality_rows(cp: CompactProblem, inc: _Increments) -> _Rows:
+    """Each child's equality rows (``cp.rows``, fixed totals and queries) over its
+    increments: an entry for every increment and every row its block is in."""
+    by_block = sp.csc_matrix(cp.rows)
+    by_block.eliminate_zeros()
+    starts = by_block.indptr[inc.block]
+    reps = by_block.indptr[inc.block + 1] - starts
+    increment = np.repeat(np.arange(inc.var.size), reps)
+    first = np.cumsum(reps) - reps
+    entry = np.repeat(starts, reps) + np.arange(increment.size) - np.repeat(first, reps)
+    values = cp.row_values.ravel() - np.asarray(cp.rows @ inc.base.T).T.ravel()
+    return _Rows(
+        inc.child[increment] * cp.rows.shape[0] + by_block.indices[entry],
+        increment,
+        by_block.data[entry],
+        values,
+        values,
     )
-    return matrix, low - base_sums, high - base_sums
 
 
-def _constraints(cp: CompactProblem, inc: _Increments, x: np.ndarray) -> list[tuple]:
-    """(matrix over increments, row lower, row upper) for every constraint family."""
-    children, blocks, groups = cp.n_children, cp.n_blocks, cp.n_groups
+def _constraints(cp: CompactProblem, inc: _Increments) -> list[_Rows]:
+    """Every constraint family's rows over the increments."""
     out = []
     if cp.parent is not None:
-        base = inc.base.sum(axis=0)
-        out.append(_sum_rows(inc.block, blocks, base, cp.parent, cp.parent))
+        out.append(_sum_rows(inc.block, inc.base.sum(axis=0), cp.parent, cp.parent))
     if cp.rows.shape[0]:
-        row_base = np.asarray(cp.rows @ inc.base.T).T.ravel()
-        values = cp.row_values.ravel()
-        per_block = sp.csr_matrix(sp.kron(sp.identity(children), cp.rows))
-        select = sp.csr_matrix(
-            (np.ones(inc.var.size), (inc.var, np.arange(inc.var.size))),
-            shape=(children * blocks, inc.var.size),
-        )
-        out.append((sp.csr_matrix(per_block @ select), values - row_base, values - row_base))
-    keys = inc.child * groups + cp.groups[inc.block]
-    group_base = group_sums(inc.base, cp.groups, groups).ravel()
-    out.append(_sum_rows(keys, children * groups, group_base, cp.lower.ravel(), cp.upper.ravel()))
+        out.append(_equality_rows(cp, inc))
+    keys = inc.child * cp.n_groups + cp.groups[inc.block]
+    group_base = group_sums(inc.base, cp.groups, cp.n_groups).ravel()
+    out.append(_sum_rows(keys, group_base, cp.lower.ravel(), cp.upper.ravel()))
     return out
 
 
@@ -237,15 +255,14 @@ def _program(cp: CompactProblem, inc: _Increments, x: np.ndarray) -> LinearProgr
     residual = np.where(cp.open, np.maximum(x, 0.0), 0.0) - inc.base
     parts = [_query_objective(inc, residual, q) for q in cp.queries]
     n_var, n_aux = inc.var.size, sum(p.n_aux for p in parts)
-    constraints = _constraints(cp, inc, x)
+    constraints = _constraints(cp, inc)
     rows, cols, values = [], [], []
     offset = 0
-    for matrix, _, _ in constraints:
-        coo = matrix.tocoo()
-        rows.append(offset + coo.row)
-        cols.append(coo.col)
-        values.append(coo.data)
-        offset += matrix.shape[0]
+    for family in constraints:
+        rows.append(offset + family.row)
+        cols.append(family.col)
+        values.append(family.value)
+        offset += family.lower.size
     aux_offset = n_var
     for part in parts:
         rows.append(offset + part.row)
@@ -264,8 +281,8 @@ def _program(cp: CompactProblem, inc: _Increments, x: np.ndarray) -> LinearProgr
         lower=np.concatenate([inc.lower, np.zeros(n_aux)]),
         upper=np.concatenate([inc.upper, np.full(n_aux, np.inf)]),
         matrix=matrix,
-        row_lower=np.concatenate([lo for _, lo, _ in constraints] + [p.lower for p in parts]),
-        row_upper=np.concatenate([hi for _, _, hi in constraints] + [np.full(aux_rows, np.inf)]),
+        row_lower=np.concatenate([f.lower for f in constraints] + [p.lower for p in parts]),
+        row_upper=np.concatenate([f.upper for f in constraints] + [np.full(aux_rows, np.inf)]),
         integer=np.concatenate([np.ones(n_var, bool), np.zeros(n_aux, bool)]),
         offset=sum(p.constant for p in parts),
     )

@@ -3,18 +3,21 @@ within the accepted gap of it, the wide fallback, and the sub-MIP kept on large 
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
 from das.postprocess import rounding
 from das.postprocess.compact import compact, layout, spread_counts
 from das.postprocess.failsafe import feasible_point
+from das.postprocess.l2 import kkt as l2_kkt
 from das.postprocess.l2 import nnls as l2
-from das.postprocess.parent import Measurement, ParentProblem, solve_parent
+from das.postprocess.parent import FixedQuery, Measurement, ParentProblem, solve_parent
 from das.postprocess.reference import round_reference, rounding_objective
 from das.postprocess.rounding import round_counts
 from das.postprocess.solution_check import check_solution
-from tests.unit.postprocess.instances import SEEDS, small, total_only
+from tests.unit.postprocess.instances import SEEDS, persons_schema, small, total_only
 
 
 @pytest.mark.parametrize("seed", SEEDS)
@@ -94,3 +97,46 @@ def test_total_pass_rounding_is_the_milp_over_blocks():
     )
     _, optimum = round_reference(as_cells, fit.x)
     assert fast.objective == pytest.approx(optimum, abs=1e-6)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("wide", [False, True])
+def test_constraint_rows_are_the_dense_constraints(seed, wide):
+    """The rounding's constraint rows over the increments (children to the parent block
+    by block, each child's fixed total and fixed query rows, each child's group bounds),
+    built as COO entries, against the same rows written out densely from the problem."""
+    instance = small(seed)
+    matrix = persons_schema().query("votingage*hispanic").matrix
+    fixed = FixedQuery("votingage*hispanic", matrix, (matrix @ instance.truth.T).T)
+    totals = instance.truth.sum(axis=1)
+    problem = dataclasses.replace(instance.problem, fixed=(fixed,), child_totals=totals)
+    cp = compact(problem, layout(problem))
+    assert cp.rows.shape[0] > 1  # the equality rows are exercised
+    x = l2.solve_l2(cp, feasible_point(cp)).x
+    inc = rounding.increments(cp, x, wide=wide)
+    program = rounding._program(cp, inc, x)
+    child, block = inc.child, inc.block
+    eq = cp.rows.toarray()
+    rows = [block == b for b in range(cp.n_blocks)]
+    rows += [(child == c) * eq[r, block] for c in range(cp.n_children) for r in range(len(eq))]
+    rows += [
+        (child == c) & (cp.groups[block] == g)
+        for c in range(cp.n_children)
+        for g in range(cp.n_groups)
+    ]
+    dense = np.array(rows, dtype=np.float64)
+    base = inc.base
+    low = np.concatenate(
+        [
+            cp.parent - base.sum(axis=0),
+            (cp.row_values - base @ eq.T).ravel(),
+            (cp.lower - l2_kkt.group_sums(cp, base)).ravel(),
+        ]
+    )
+    high = low.copy()
+    high[-cp.lower.size :] = (cp.upper - l2_kkt.group_sums(cp, base)).ravel()
+    found = program.matrix[: len(dense), : inc.var.size].toarray()
+    np.testing.assert_array_equal(found, dense)
+    assert not program.matrix[: len(dense), inc.var.size :].count_nonzero()  # no auxiliaries
+    np.testing.assert_allclose(program.row_lower[: len(dense)], low, atol=1e-9)
+    np.testing.assert_allclose(program.row_upper[: len(dense)], high, atol=1e-9)
