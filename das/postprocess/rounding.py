@@ -165,8 +165,8 @@ def _sum_rows(keys: np.ndarray, base_sums: np.ndarray, low: np.ndarray, high: np
 def _equality_rows(cp: CompactProblem, inc: _Increments) -> _Rows:
     """Each child's equality rows (``cp.rows``, fixed totals and queries) over its
     increments: an entry for every increment and every row its block is in."""
-    by_block = sp.csc_matrix(cp.rows)
-    by_block.eliminate_zeros()
+    by_block = sp.csc_matrix(cp.rows, copy=True)
+    by_block.eliminate_zeros()  # as the sparse products this replaced: no stored zeros
     starts = by_block.indptr[inc.block]
     reps = by_block.indptr[inc.block + 1] - starts
     increment = np.repeat(np.arange(inc.var.size), reps)
