@@ -21,23 +21,9 @@ so no operation mixes signed and unsigned integers (which numba would turn into 
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import numpy as np
-from numba import njit
 
-
-def _jit_cached(function: Callable) -> Callable:
-    """``function`` compiled by numba, with the machine code cached on disk (next to this
-    module, or in the user's cache directory where that is read-only): a Spark worker that
-    starts then loads the kernels instead of compiling them, several times slower, once
-    per worker and per job. Where no cache directory is writable, numba refuses the cache:
-    then each process compiles, as it would without one."""
-    try:
-        return njit(cache=True)(function)
-    except RuntimeError:  # numba: "cannot cache function ...: no locator available"
-        return njit(function)
-
+from das.privacy.compiled import jit_cached
 
 DONE = 0
 NEED_WORDS = 1
@@ -49,7 +35,7 @@ _MAX_V = 1 << 20  # see candidates._check_geometric
 GEOMETRIC_TOO_LONG = 3
 
 
-@_jit_cached
+@jit_cached
 def candidates(
     words: np.ndarray,
     pos: int,
@@ -130,7 +116,7 @@ def candidates(
     return DONE, pos, filled, tried
 
 
-@_jit_cached
+@jit_cached
 def candidates_rows(
     words: np.ndarray,
     out: np.ndarray,

@@ -18,6 +18,7 @@ from typing import Protocol, TypeVar, overload
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark import Accumulator, AccumulatorParam
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -144,15 +145,17 @@ def _nmf_batch(
     offsets = np.concatenate([[0], np.cumsum(np.tile(sizes, n))]).astype(np.int32)
     flat = np.concatenate(noisy, axis=1).ravel() if n else np.zeros(0, dtype=np.int64)
     sigma2 = [variances[q.name] for q in queries]
+    geounit = np.repeat(np.arange(n), k)  # row r is geounit r // k, query r % k
+    query = np.tile(np.arange(k), n)
     columns = [
-        pa.array([level] * (n * k), pa.string()),
-        pa.array(np.repeat(np.asarray(geocodes, dtype=object), k), pa.string()),
-        pa.array(np.tile(np.asarray([q.name for q in queries], dtype=object), n), pa.string()),
+        pc.take(pa.array([level], pa.string()), np.zeros(n * k, dtype=np.int64)),
+        pc.take(pa.array(geocodes, pa.string()), geounit),
+        pc.take(pa.array([q.name for q in queries], pa.string()), query),
         pa.ListArray.from_arrays(
             pa.array(offsets), pa.array(flat, pa.int64()), type=NMF_ARROW.field("values").type
         ),
-        pa.array(np.tile([float(v) for v in sigma2], n), pa.float64()),
-        pa.array(np.tile(np.asarray([str(v) for v in sigma2], dtype=object), n), pa.string()),
+        pa.array(np.asarray([float(v) for v in sigma2])[query], pa.float64()),
+        pc.take(pa.array([str(v) for v in sigma2], pa.string()), query),
     ]
     return pa.RecordBatch.from_arrays(columns, schema=NMF_ARROW)
 

@@ -65,7 +65,7 @@ from das.privacy.candidates import (
     scalar_draws,
     vector_candidates,
 )
-from das.privacy.generator import Rng, check_count
+from das.privacy.generator import Rng, check_count, draw_rows
 from das.privacy.plan import CHUNK_OUTPUTS, sampling_plan
 from das.spec.exact import parse_fraction
 
@@ -115,8 +115,7 @@ def discrete_gaussian_rows(
     for begin in range(0, len(streams), step):
         block = streams[begin : begin + step]
         words = buffer[: len(block)]
-        for i, rng in enumerate(block):
-            rng._draw_into(words[i])
+        draw_rows(block, words)
         rows = out[begin : begin + step]
         status, pos, filled = kernel.candidates_rows(
             words.view(np.int64), rows, first, plan.t, plan.lemire_reject, plan.reach,

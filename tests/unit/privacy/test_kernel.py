@@ -16,10 +16,11 @@ def test_kernels_compile_without_a_cache_where_numba_has_no_cache_directory() ->
     script = (
         "import numba.core.caching as c\n"
         "c.CacheImpl._locator_classes = []\n"
-        "from das.privacy import kernel\n"
+        "from das.privacy import chacha, kernel\n"
         "from das.privacy.generator import seeded_rng\n"
         "from das.privacy.sampler import discrete_gaussian_rows\n"
         "assert type(kernel.candidates_rows._cache).__name__ == 'NullCache'\n"
+        "assert type(chacha._first_words._cache).__name__ == 'NullCache'\n"
         "rng = seeded_rng(3)\n"
         "rows = discrete_gaussian_rows(4, 5, [rng.child('a'), rng.child('b')])\n"
         "print(rows.ravel().tolist())\n"
