@@ -9,11 +9,13 @@ a task per file reads them with pyarrow and sorts them out by group.
   the others (``Groups``): the same for any partitioning of the NMF's files.
 - A task per NMF (or ``invariants/``) file reads it batch by batch, keeps the rows of the
   subtrees' levels and writes them to one Arrow IPC file (LZ4, hidden in ``estimates/``),
-  as batches of one group each; it returns which group each of its batches holds. The
+  as batches of one group and one level each; it returns which group and level each of
+  its batches holds. The
   rows of the levels above the split go to the group ``UPPER``, which the driver reads.
 - A group's task reads its batches from every such file, in the files' order: both of
   the estimate's passes read them so, and nothing is kept between the passes.
-  ``das.spark.task_files.finish`` removes the files.
+  ``das.spark.task_files.finish`` removes the files, or, in a run, ``Exchanged.release``
+  after the solves that read them too (``das.postprocess.from_files``).
 
 Each file is written under a temporary name and moved into place, so a retried task
 replaces it whole. Where pyarrow cannot open the run's files, the pipeline shuffles with
@@ -35,7 +37,7 @@ from pyspark.sql.pandas.types import from_arrow_schema
 
 from das.errors import InternalError
 from das.spark.storage import level_batches
-from das.spark.task_files import Target, placed
+from das.spark.task_files import Target, placed, remove_hidden
 
 #: A map task's file: its source's number.
 EXCHANGED = ".exchange-{:05d}.tmp"
@@ -61,8 +63,8 @@ ROW_SCHEMA = pa.schema(
     ]
 )
 
-#: Per group: (source, batch) of each of its batches, in the sources' order.
-Pieces = dict[int, list[tuple[int, int]]]
+#: Per group: (source, batch, level) of each of its batches, in the sources' order.
+Pieces = dict[int, list[tuple[int, int, str]]]
 
 
 @dataclass(frozen=True)
@@ -117,10 +119,11 @@ def sources(
 
 def split_source(
     target: Target, groups: Groups, index: int, source: Source
-) -> list[tuple[int, int]]:
+) -> list[tuple[int, int, str]]:
     """Write ``source``'s rows of its levels to the exchange file ``index``, as batches of
-    one group each, in the order read; return (group, batch) of each batch written."""
-    written: list[tuple[int, int]] = []
+    one group and one level each (a reader of one level reads only its own), in the order
+    read; return (group, batch, level) of each batch written."""
+    written: list[tuple[int, int, str]] = []
     options = pa.ipc.IpcWriteOptions(compression="lz4")
     upper = pa.array(source.upper, pa.string())
     columns = ["level", "geocode", "query", "values"]
@@ -134,21 +137,30 @@ def split_source(
             group = groups.group(batch.column("geocode"))
             group[pc.is_in(batch.column("level"), value_set=upper).to_numpy(False)] = UPPER
             for g, rows in _by_group(batch, group):
-                writer.write_batch(
-                    pa.record_batch(
-                        [
-                            pa.array([source.kind] * rows.num_rows, pa.string()),
-                            pa.array(np.full(rows.num_rows, g, np.int64)),
-                            rows.column("level"),
-                            rows.column("geocode"),
-                            rows.column("query"),
-                            rows.column("values").cast(pa.list_(pa.int64())),
-                        ],
-                        schema=ROW_SCHEMA,
+                for level, part in _by_level(rows):
+                    writer.write_batch(
+                        pa.record_batch(
+                            [
+                                pa.array([source.kind] * part.num_rows, pa.string()),
+                                pa.array(np.full(part.num_rows, g, np.int64)),
+                                part.column("level"),
+                                part.column("geocode"),
+                                part.column("query"),
+                                part.column("values").cast(pa.list_(pa.int64())),
+                            ],
+                            schema=ROW_SCHEMA,
+                        )
                     )
-                )
-                written.append((g, len(written)))
+                    written.append((g, len(written), level))
     return written
+
+
+def _by_level(rows: pa.RecordBatch) -> Iterator[tuple[str, pa.RecordBatch]]:
+    """The rows' runs of one level each, as slices (the files are sorted by level)."""
+    levels = np.asarray(rows.column("level").to_numpy(zero_copy_only=False), dtype=object)
+    cuts = [0, *(np.flatnonzero(levels[1:] != levels[:-1]) + 1).tolist(), len(levels)]
+    for start, end in pairwise(cuts):
+        yield str(levels[start]), rows.slice(start, end - start)
 
 
 def _by_group(batch: pa.RecordBatch, group: np.ndarray) -> Iterator[tuple[int, pa.RecordBatch]]:
@@ -164,12 +176,14 @@ def _by_group(batch: pa.RecordBatch, group: np.ndarray) -> Iterator[tuple[int, p
         yield int(group[start]), batch.slice(start, end - start)
 
 
-#: What the map tasks return: the batch ``batch`` of source ``source`` holds group ``group``.
+#: What the map tasks return: the batch ``batch`` of source ``source`` holds group
+#: ``group``'s rows of level ``level``.
 INDEX_SCHEMA = pa.schema(
     [
         pa.field("source", pa.int64()),
         pa.field("group", pa.int64()),
         pa.field("batch", pa.int64()),
+        pa.field("level", pa.string()),
     ]
 )
 
@@ -184,10 +198,14 @@ def exchange(
     def split(ids: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in ids:
             for index in batch.column("id").to_pylist():
-                written = np.asarray(split_source(target, groups, index, inputs[index]))
-                written = written.reshape(-1, 2)
+                written = split_source(target, groups, index, inputs[index])
                 yield pa.record_batch(
-                    [np.full(len(written), index), written[:, 0], written[:, 1]],
+                    [
+                        pa.array(np.full(len(written), index), pa.int64()),
+                        pa.array([w[0] for w in written], pa.int64()),
+                        pa.array([w[1] for w in written], pa.int64()),
+                        pa.array([w[2] for w in written], pa.string()),
+                    ],
                     schema=INDEX_SCHEMA,
                 )
 
@@ -197,19 +215,49 @@ def exchange(
     found = found.sort_by([("source", "ascending"), ("batch", "ascending")])
     pieces: Pieces = {}
     for row in found.to_pylist():
-        pieces.setdefault(row["group"], []).append((row["source"], row["batch"]))
+        pieces.setdefault(row["group"], []).append((row["source"], row["batch"], row["level"]))
     return pieces
 
 
-def group_rows(target: Target, pieces: list[tuple[int, int]]) -> pa.Table:
-    """A group's rows, from the exchange files' batches ``pieces`` lists."""
+def group_rows(
+    target: Target, pieces: list[tuple[int, int, str]], level: str | None = None
+) -> pa.Table:
+    """A group's rows, from the exchange files' batches ``pieces`` lists (only those of
+    ``level`` if given)."""
     fs, path = target.open()
+    wanted = [piece for piece in pieces if level is None or piece[2] == level]
     batches: list[pa.RecordBatch] = []
-    for index, found in groupby(pieces, key=lambda piece: piece[0]):
+    for index, found in groupby(wanted, key=lambda piece: piece[0]):
         with fs.open_input_file(f"{path}/{EXCHANGED.format(index)}") as source:
             reader = pa.ipc.open_file(source)
-            batches += [reader.get_batch(batch) for _, batch in found]
+            batches += [reader.get_batch(batch) for _, batch, _ in found]
     return pa.Table.from_batches(batches, schema=ROW_SCHEMA)
+
+
+@dataclass(frozen=True)
+class Exchanged:
+    """The exchange's files, kept after the estimate for a run's solves: the NMF's rows of
+    the split level and below (``split``: its index in the hierarchy) by group.
+
+    A geounit at or below the split lies within one subtree, so the children of a parent
+    there have their rows in one group; ``prefixes`` (every block's parent's geocode,
+    ascending) gives the parents of each level and their groups (``parent_groups``)."""
+
+    target: Target
+    groups: Groups
+    pieces: Pieces  # without UPPER
+    split: int
+    prefixes: np.ndarray
+
+    def parent_groups(self, length: int) -> tuple[np.ndarray, np.ndarray]:
+        """The geocodes of the level whose codes have ``length`` characters (at or below the
+        split, above the blocks), ascending, and the group of each."""
+        codes = np.unique(np.asarray([p[:length] for p in self.prefixes], dtype=object))
+        return codes, self.groups.group(pa.array(codes, pa.string()))
+
+    def release(self) -> None:
+        """Remove the files (they are hidden: the estimate's directory is complete without)."""
+        remove_hidden(self.target)
 
 
 def write_tops(target: Target, top: pa.Table, group: np.ndarray) -> dict[int, int]:

@@ -41,7 +41,9 @@ from das.errors import InternalError, UserError
 from das.estimate.basis import Basis, schema_basis
 from das.estimate.exchange import (
     UPPER,
+    Exchanged,
     Groups,
+    Pieces,
     Source,
     exchange,
     group_rows,
@@ -71,7 +73,7 @@ from das.estimate.tree import Estimate, Invariant, LevelData, down_pass, up_pass
 from das.estimate.write import ESTIMATES_SCHEMA, estimate_batches
 from das.spark.marks import RunMode
 from das.spark.storage import arrow_files, exists, level_batches, qualified
-from das.spark.task_files import Target, arrow_target, finish
+from das.spark.task_files import Target, arrow_target, finish, mark_complete
 from das.spec.config import Config
 
 log = logging.getLogger("das.estimate")
@@ -290,6 +292,21 @@ def estimate_output(
     spark: SparkSession, config: Config, output: str, max_blocks: int = MAX_SUBTREE_BLOCKS
 ) -> list[LevelSummary]:
     """Read the run's NMF and invariants, compute the BLUE, write ``estimates/``."""
+    return _estimate(spark, config, output, max_blocks, keep=False)[0]
+
+
+def estimate_keeping_rows(
+    spark: SparkSession, config: Config, output: str
+) -> tuple[list[LevelSummary], Exchanged | None]:
+    """``estimate_output``, leaving the NMF's rows in the exchange's files for the run's
+    solves: the caller removes them (``Exchanged.release``). None where the rows went
+    through Spark's shuffle (pyarrow cannot open the run's files)."""
+    return _estimate(spark, config, output, MAX_SUBTREE_BLOCKS, keep=True)
+
+
+def _estimate(
+    spark: SparkSession, config: Config, output: str, max_blocks: int, keep: bool
+) -> tuple[list[LevelSummary], Exchanged | None]:
     root = output.rstrip("/")
     nmf = public_frame(spark, f"{root}/nmf")
     invariants = None
@@ -311,15 +328,18 @@ def estimate_output(
     log.info(
         "estimate: subtrees rooted at level %s, in %d groups", config.geography.names[split], count
     )
+    exchanged = None
     if target is None or nmf_files is None:
         summaries = _by_spark(spark, nmf, invariants, plan, count, path)
     else:
         length = config.geography.levels[split].length
         groups = Groups.of(*root_blocks(prefixes, blocks, length), count, length)
         inputs = exchange_inputs(plan, nmf_files, invariants)
-        summaries = _by_tasks(spark, plan, groups, target, inputs)
+        summaries, pieces = _by_tasks(spark, plan, groups, target, inputs, keep)
+        if keep:
+            exchanged = Exchanged(target, groups, pieces, split, prefixes)
     log.info("estimates written to %s", path)
-    return summaries
+    return summaries, exchanged
 
 
 def exchange_inputs(
@@ -367,11 +387,17 @@ def middle(upper: Upper, plan: Plan, ups: pa.Table) -> Middle:
 
 
 def _by_tasks(
-    spark: SparkSession, plan: Plan, groups: Groups, target: Target, inputs: Sequence[Source]
-) -> list[LevelSummary]:
+    spark: SparkSession,
+    plan: Plan,
+    groups: Groups,
+    target: Target,
+    inputs: Sequence[Source],
+    keep: bool,
+) -> tuple[list[LevelSummary], Pieces]:
     """Groups of ranges of roots, their rows (of ``inputs``) through the exchange, each
     group's file of ``estimates/`` written by its task; the driver's rows through the
-    exchange too."""
+    exchange too. ``keep``: the exchange's files stay (hidden), and so does what each
+    group's rows are (returned)."""
     pieces = exchange(spark, target, groups, inputs)
     upper = upper_of(group_rows(target, pieces.pop(UPPER, [])), plan)
     ids = spark.range(len(pieces), numPartitions=max(len(pieces), 1))  # a task per group
@@ -388,11 +414,14 @@ def _by_tasks(
         raise InternalError(f"estimates: the tasks wrote {rows} rows, not {expected}")
     if found.upper is not None:
         write_file(target, ABOVE, found.schema, found.upper.to_batches())
-    finish(target)
+    if keep:
+        mark_complete(target)
+    else:
+        finish(target)
     log.info(
         "estimates: %d files written by the tasks", written.num_rows + (found.upper is not None)
     )
-    return found.summaries
+    return found.summaries, pieces
 
 
 def _by_spark(

@@ -34,7 +34,8 @@ from das.confidential.error_sums import noise_errors
 from das.confidential.report import write_metrics
 from das.confidential.tables import read_measurement_errors, run_errors, write_measurement_errors
 from das.errors import InternalError
-from das.estimate.pipeline import estimate_output
+from das.estimate.exchange import Exchanged
+from das.estimate.pipeline import estimate_keeping_rows, estimate_output
 from das.input.files import check_input_files
 from das.input.read import LevelHistograms, count_geounits, read_histograms
 from das.job.estimate import write_run_invariants
@@ -143,6 +144,7 @@ def _run(
     nmf, noise_source, measurement = measure(
         spark, config, histograms, geounits, paths, resume, progress
     )
+    exchanged = None  # the NMF's rows by subtree, as the estimate left them for the solves
     with phase(progress, "estimate"):  # the BLUE, from the public NMF and invariants only
         write_run_invariants(spark, config, histograms, output)
         if coded:  # das.estimate finds a geounit's parent by GEOID prefix
@@ -151,6 +153,8 @@ def _run(
                 "GEOID prefixes (levels %s), and the estimate finds parents by prefix",
                 ", ".join(coded),
             )
+        elif config.file.postprocess.target == "measurements":
+            exchanged = estimate_keeping_rows(spark, config, output)[1]
         else:
             estimate_output(spark, config, output)
     if config.file.postprocess.target == "blue":  # the fit's targets: the BLUE, not the NMF
@@ -161,9 +165,13 @@ def _run(
     ):
         with phase(progress, "subtree totals"):  # what each geounit's descendants measured
             below = below_totals(spark, config, nmf, histograms)
-    reports, protected = solve_levels(
-        spark, config, nmf, histograms, geounits, output, progress, below
-    )
+    try:
+        reports, protected = solve_levels(
+            spark, config, nmf, histograms, geounits, output, progress, below, exchanged
+        )
+    finally:
+        if exchanged is not None:
+            exchanged.release()
     blocks = protected[config.geography.block.name]
     with phase(progress, "write"):
         mdf = f"{output}/mdf"
@@ -228,9 +236,11 @@ def solve_levels(
     output: str,
     progress: Progress,
     below: Mapping[str, DataFrame],
+    exchanged: Exchanged | None = None,
 ) -> tuple[list[LevelReport], dict[str, DataFrame]]:
     """Every level, root first, each checkpointed; returns its report and solution per level
-    (``below``: the subtree totals of the levels that have them, das.postprocess.below)."""
+    (``below``: the subtree totals of the levels that have them, das.postprocess.below;
+    ``exchanged``: the NMF's rows as the estimate left them, das.postprocess.from_files)."""
     levels = config.geography.levels
     reports: list[LevelReport] = []
     protected: dict[str, DataFrame] = {}
@@ -250,6 +260,7 @@ def solve_levels(
                 parent_count,
                 counter,
                 below.get(level.name),
+                exchanged,
             )
         reports.append(report)
         protected[level.name] = parents

@@ -24,6 +24,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 
 from das.errors import UserError
+from das.estimate.exchange import Exchanged
 from das.input.read import LevelHistograms, with_parent
 from das.postprocess.family import (
     SOLUTION_ARROW,
@@ -32,6 +33,7 @@ from das.postprocess.family import (
     family_table,
     level_plan,
 )
+from das.postprocess.from_files import by_files, covers
 from das.postprocess.report import LevelReport
 from das.postprocess.target import VARIANCE_SUFFIX, target_names
 from das.privacy.measure import level_measurements
@@ -112,10 +114,13 @@ def solve_level(
     parent_count: int,
     counter: Accumulator | None = None,
     below: DataFrame | None = None,
+    exchanged: Exchanged | None = None,
 ) -> DataFrame:
     """Every parent of ``parent_level`` (``parent_count`` of them) with all its children of
-    this level, on the executors (see ``_by_size`` and ``_by_hash`` for how the families
-    are brought together). ``below``: the children's subtree totals (``das.postprocess.below``)."""
+    this level, on the executors (see ``_by_size``, ``_by_hash`` and
+    ``das.postprocess.from_files`` for how the families are brought together). ``below``:
+    the children's subtree totals (``das.postprocess.below``); ``exchanged``: the NMF's rows
+    in the estimate's files (``nmf`` must then be the NMF, not the BLUE)."""
     plan = level_plan(config, histograms.level.name)
     parent_of = partial(with_parent, histograms=histograms, parent=parent_level)
     invariants = _invariants(histograms, plan)
@@ -144,6 +149,11 @@ def solve_level(
 
     partitions = config.file.spark.shuffle_partitions
     if parent_count > SIZE_ORDER_MAX_PARENTS * partitions:
+        parent_index = config.geography.names.index(parent_level.name)
+        if exchanged is not None and histograms.parents is None and covers(exchanged, parent_index):
+            return by_files(
+                children, plan.level, exchanged, parent_level.length, _names(plan), solve
+            )
         return _by_hash(nmf, children, plan, parent_of, solve)
     return _by_size(nmf, children, plan, partitions if parent_count > 1 else None, solve)
 
@@ -226,10 +236,12 @@ def solve_and_checkpoint(
     parent_count: int,
     counter: Accumulator | None = None,
     below: DataFrame | None = None,
+    exchanged: Exchanged | None = None,
 ) -> tuple[DataFrame, LevelReport]:
     """One level: reuse its checkpoint if a previous run finished it, else solve and write it
     (``parents``: the level above's solution, ``parent_count`` geounits; None at the root;
-    ``below``: the level's subtree totals, das.postprocess.below)."""
+    ``below``: the level's subtree totals, das.postprocess.below; ``exchanged``: as
+    ``solve_level``'s)."""
     level = config.geography.levels[index]
     path = checkpoint_path(output, level.name)
     reused = level_done(spark, output, level.name)
@@ -247,6 +259,7 @@ def solve_and_checkpoint(
                 parent_count,
                 counter,
                 below,
+                exchanged,
             )
         RunMode.of(config.seed).mark(solved).write.mode("overwrite").parquet(path)
     done = spark.read.schema(SOLUTION_SCHEMA).parquet(path)

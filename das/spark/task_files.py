@@ -119,9 +119,20 @@ def rows_written(rows: int) -> pa.RecordBatch:
 def finish(target: Target) -> None:
     """Remove the hidden temporary files (an exchange's, failed attempts'), then mark the
     directory complete."""
+    remove_hidden(target)
+    mark_complete(target)
+
+
+def remove_hidden(target: Target) -> None:
+    """Remove the hidden temporary files of the directory (``.*.tmp``, at any depth)."""
     fs, path = target.open()
     for info in fs.get_file_info(pafs.FileSelector(path, recursive=True)):
         if info.base_name.startswith(".") and info.base_name.endswith(".tmp"):
             fs.delete_file(info.path)
+
+
+def mark_complete(target: Target) -> None:
+    """Write the directory's ``_SUCCESS``."""
+    fs, path = target.open()
     with fs.open_output_stream(f"{path}/_SUCCESS"):
         pass

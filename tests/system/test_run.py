@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import shutil
 from pathlib import Path
 
@@ -156,16 +157,29 @@ def test_the_validator_finds_broken_totals_and_facilities(spark, demo_run, demo_
     assert not [p for p in problems if p.startswith("records in structural zero")]
 
 
-def test_same_seed_same_mdf_with_one_and_two_partitions(
-    spark, demo_run, demo_input, monkeypatch, tmp_path
+def test_same_seed_same_mdf_whichever_way_the_families_meet(
+    spark, demo_run, demo_input, monkeypatch, tmp_path, caplog
 ):
-    """Also the two ways of bringing families together: demo_run's two partitions order
-    them by size at every level (few parents), the one-partition run hash-partitions them."""
+    """Three ways of bringing the families together, one MDF: demo_run's two partitions
+    order them by size at every level (few parents); with one partition and
+    SIZE_ORDER_MAX_PARENTS 0, the levels whose parents lie within the estimate's subtrees
+    (every level here) read their answers from the estimate's files, which are gone after
+    the run; and with those files unused, every level hash-partitions them."""
     monkeypatch.setattr(topdown, "SIZE_ORDER_MAX_PARENTS", 0)
-    output1 = tmp_path / "run1"
-    run_job(demo_config("spark.shuffle_partitions=1"), str(demo_input), str(output1), spark=spark)
-    assert _mdf_digest(output1) == _mdf_digest(demo_run)
-    assert _mdf_digest(output1)  # not vacuous
+    config = demo_config("spark.shuffle_partitions=1")
+    with caplog.at_level(logging.INFO, logger="das.topdown"):
+        run_job(config, str(demo_input), str(tmp_path / "files"), spark=spark)
+    assert "solve block: the noisy answers from the estimate's files" in caplog.text
+    assert not [p.name for p in (tmp_path / "files" / "estimates").iterdir() if p.name[0] == "."]
+    assert _mdf_digest(tmp_path / "files") == _mdf_digest(demo_run)
+    assert _mdf_digest(demo_run)  # not vacuous
+
+    monkeypatch.setattr(topdown, "covers", lambda exchanged, parent_index: False)
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="das.topdown"):
+        run_job(config, str(demo_input), str(tmp_path / "hash"), spark=spark)
+    assert "from the estimate's files" not in caplog.text
+    assert _mdf_digest(tmp_path / "hash") == _mdf_digest(demo_run)
 
 
 def test_error_bounds(demo_run):
@@ -248,9 +262,7 @@ def test_bad_arguments_exit_2_with_a_clear_message(capsys, tmp_path, demo_input,
         assert message in capsys.readouterr().err
     no_units = tmp_path / "no_units"
     no_units.mkdir()
-    pd.read_parquet(demo_input / "persons.parquet").to_parquet(
-        no_units / "persons.parquet"
-    )
+    pd.read_parquet(demo_input / "persons.parquet").to_parquet(no_units / "persons.parquet")
     assert (
         _cli(
             "run",

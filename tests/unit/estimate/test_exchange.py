@@ -78,9 +78,10 @@ def test_every_row_reaches_its_roots_group_in_order(tmp_path, nmf_file, monkeypa
     source = Source(f"file://{nmf_file}", "measured", ("a", "ab"))
     written = split_source(target, groups, 7, source)
     # read 3 rows at a time: (x y z) (x1 x2 y1) (z1 top): a batch per group per read
-    assert [g for g, _ in written] == [0, 1, 0, 1, 1]
-    assert [b for _, b in written] == list(range(5))
-    pieces = {g: [(7, b) for h, b in written if h == g] for g in (0, 1)}
+    assert [g for g, _, _ in written] == [0, 1, 0, 1, 1]
+    assert [b for _, b, _ in written] == list(range(5))
+    assert [level for _, _, level in written] == ["a", "a", "ab", "ab", "ab"]
+    pieces = {g: [(7, b, level) for h, b, level in written if h == g] for g in (0, 1)}
     first, second = (group_rows(target, pieces[g]).to_pylist() for g in (0, 1))
     assert [(r["level"], r["geocode"], r["values"]) for r in first] == [
         ("a", "x", [1]),
@@ -89,9 +90,26 @@ def test_every_row_reaches_its_roots_group_in_order(tmp_path, nmf_file, monkeypa
     ]
     assert [r["geocode"] for r in second] == ["y", "z", "y1", "z1"]
     assert {r["group"] for r in second} == {1} and {r["kind"] for r in first} == {"measured"}
+    assert [r["geocode"] for r in group_rows(target, pieces[1], "ab").to_pylist()] == ["y1", "z1"]
     assert (tmp_path / "estimates" / EXCHANGED.format(7)).exists()
     finish(target)  # the exchange's files go before _SUCCESS
     assert sorted(p.name for p in (tmp_path / "estimates").iterdir()) == ["_SUCCESS"]
+
+
+def test_a_groups_rows_of_two_levels_in_one_read_become_a_batch_per_level(
+    tmp_path, nmf_file, monkeypatch
+):
+    """So that a reader of one level (a level's solve) reads only its own batches."""
+    monkeypatch.setattr("das.estimate.exchange.READ_ROWS", 4)
+    target = arrow_target(str(tmp_path / "estimates"))
+    assert target is not None
+    source = Source(f"file://{nmf_file}", "measured", ("a", "ab"))
+    written = split_source(target, Groups(("", "y"), 1), 0, source)
+    # reads (x y z x1) (x2 y1 z1): group 0's x (a) and x1 (ab) come in one read
+    assert written == [(0, 0, "a"), (0, 1, "ab"), (1, 2, "a"), (0, 3, "ab"), (1, 4, "ab")]
+    pieces = [(0, b, level) for g, b, level in written if g == 0]
+    assert [r["geocode"] for r in group_rows(target, pieces, "ab").to_pylist()] == ["x1", "x2"]
+    assert [r["geocode"] for r in group_rows(target, pieces, "a").to_pylist()] == ["x"]
 
 
 def test_a_batch_whose_groups_interleave_keeps_each_groups_rows_in_order(tmp_path):
@@ -108,8 +126,8 @@ def test_a_batch_whose_groups_interleave_keeps_each_groups_rows_in_order(tmp_pat
     target = arrow_target(str(tmp_path / "estimates"))
     assert target is not None
     written = split_source(target, Groups(("", "y"), 1), 0, Source(f"file://{path}", "m", ("ab",)))
-    assert [g for g, _ in written] == [0, 1]  # one batch per group
-    rows = [group_rows(target, [(0, b)]).to_pylist() for _, b in written]
+    assert [g for g, _, _ in written] == [0, 1]  # one batch per group
+    rows = [group_rows(target, [(0, b, level)]).to_pylist() for _, b, level in written]
     assert [[r["values"] for r in batch] for batch in rows] == [[[1], [3], [5]], [[2], [4]]]
 
 
@@ -118,7 +136,7 @@ def test_the_levels_above_the_split_go_to_the_drivers_group(tmp_path, nmf_file):
     assert target is not None
     source = Source(f"file://{nmf_file}", "exact", ("ab",), ("top", "a"))
     written = split_source(target, Groups(("",), 1), 0, source)
-    pieces = {g: [(0, b) for h, b in written if h == g] for g in {g for g, _ in written}}
+    pieces = {g: [(0, b, v) for h, b, v in written if h == g] for g in {g for g, _, _ in written}}
     assert sorted(pieces) == [UPPER, 0]
     upper = group_rows(target, pieces[UPPER]).to_pylist()
     assert [(r["level"], r["geocode"]) for r in upper] == [
