@@ -10,7 +10,9 @@ partitioning, or on task retries. Production uses ``secure_rng()`` (key from the
 stored or shown); tests and CI use ``seeded_rng(seed)``.
 
 Reproducibility is per call sequence: the same key and the same sequence of calls give
-the same words, however they are grouped into calls of ``random_uint64``.
+the same words, however they are grouped into calls of ``random_uint64``. The short first
+draws of many fresh generators (``draw_rows``, the measurement's) are computed by
+``das.privacy.chacha``: the same keystream, without a cipher context per generator.
 """
 
 from __future__ import annotations
@@ -183,7 +185,7 @@ def draw_rows(rngs: Sequence[Rng], out: np.ndarray) -> None:
     ``rngs[i]``, which moves on past them: as ``rngs[i]._draw_into(out[i])`` for each i.
 
     Why: a fresh generator's first draw through ``cryptography`` pays a cipher context,
-    about 20 microseconds, far more than the keystream of a short draw. Those rows
+    5 to 8 microseconds, more than the keystream of a short draw. Those rows
     (generators not yet used, draws of at most ``COMPILED_MAX_WORDS``) are computed
     together by ``das.privacy.chacha``: the same words. The others draw one at a time.
     """
