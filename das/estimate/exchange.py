@@ -10,8 +10,8 @@ a task per file reads them with pyarrow and sorts them out by group.
 - A task per NMF (or ``invariants/``) file reads it batch by batch, keeps the rows of the
   subtrees' levels and writes them to one Arrow IPC file (LZ4, hidden in ``estimates/``),
   as batches of one group and one level each; it returns which group and level each of
-  its batches holds. The
-  rows of the levels above the split go to the group ``UPPER``, which the driver reads.
+  its batches holds. The rows of the levels above the split go to the group ``UPPER``,
+  which the driver reads.
 - A group's task reads its batches from every such file, in the files' order: both of
   the estimate's passes read them so, and nothing is kept between the passes.
   ``das.spark.task_files.finish`` removes the files, or, in a run, ``Exchanged.release``
