@@ -20,6 +20,16 @@ from das.errors import InternalError
 UNBOUNDED = np.iinfo(np.int64).max // 4
 
 
+def column_entries(matrix: sp.csc_matrix, columns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(position in ``columns``, index into ``matrix.indices`` and ``matrix.data``) of every
+    stored entry of the given columns, column after column, vectorised."""
+    starts = matrix.indptr[columns]
+    counts = matrix.indptr[columns + 1] - starts
+    position = np.repeat(np.arange(columns.size), counts)
+    first = np.cumsum(counts) - counts
+    return position, np.arange(int(counts.sum())) - np.repeat(first - starts, counts)
+
+
 def group_sums(values: np.ndarray, groups: np.ndarray, n_groups: int) -> np.ndarray:
     """(rows, n_groups): each row of ``values`` summed over the columns of each group
     (``groups``, one per column). One bincount for all rows instead of one per row: each

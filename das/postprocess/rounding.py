@@ -37,7 +37,7 @@ import scipy.sparse as sp
 
 from das.errors import InternalError
 from das.postprocess.highs import HighsResult, LinearProgram, LpMethod, solve_highs
-from das.postprocess.problem import group_sums
+from das.postprocess.problem import column_entries, group_sums
 
 if TYPE_CHECKING:
     from das.postprocess.compact import CompactProblem, CompactQuery
@@ -167,11 +167,7 @@ def _equality_rows(cp: CompactProblem, inc: _Increments) -> _Rows:
     increments: an entry for every increment and every row its block is in."""
     by_block = sp.csc_matrix(cp.rows, copy=True)
     by_block.eliminate_zeros()  # as the sparse products this replaced: no stored zeros
-    starts = by_block.indptr[inc.block]
-    reps = by_block.indptr[inc.block + 1] - starts
-    increment = np.repeat(np.arange(inc.var.size), reps)
-    first = np.cumsum(reps) - reps
-    entry = np.repeat(starts, reps) + np.arange(increment.size) - np.repeat(first, reps)
+    increment, entry = column_entries(by_block, inc.block)
     values = cp.row_values.ravel() - np.asarray(cp.rows @ inc.base.T).T.ravel()
     return _Rows(
         inc.child[increment] * cp.rows.shape[0] + by_block.indices[entry],

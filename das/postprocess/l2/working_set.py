@@ -30,6 +30,7 @@ from das.postprocess.l2.kkt import (
     reduced_costs,
     tolerances,
 )
+from das.postprocess.problem import column_entries
 
 if TYPE_CHECKING:
     from das.postprocess.compact import CompactProblem
@@ -70,16 +71,6 @@ def _hessian_blocks(normal: Normal, child: np.ndarray, block: np.ndarray) -> sp.
     return sp.csc_matrix((values, (rows, cols)), shape=(child.size, child.size))
 
 
-def _column_entries(matrix: sp.csc_matrix, columns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(position in ``columns``, row) of every stored entry of the given columns, vectorised."""
-    starts = matrix.indptr[columns]
-    counts = matrix.indptr[columns + 1] - starts
-    position = np.repeat(np.arange(columns.size), counts)
-    first = np.cumsum(counts) - counts
-    offsets = np.arange(int(counts.sum())) - np.repeat(first - starts, counts)
-    return position, matrix.indices[offsets]
-
-
 def _constraint_rows(cp: CompactProblem, child: np.ndarray, block: np.ndarray) -> list[tuple]:
     """COO parts (kind, row key, variable position, coefficient, rhs per key) per kind."""
     n_var, groups = child.size, cp.n_groups
@@ -87,7 +78,9 @@ def _constraint_rows(cp: CompactProblem, child: np.ndarray, block: np.ndarray) -
     parts = []
     if cp.parent is not None:
         parts.append((COUPLING, block, pos, np.ones(n_var), cp.parent))
-    var_rep, row_ids = _column_entries(sp.csc_matrix(cp.rows), block)
+    rows = sp.csc_matrix(cp.rows)
+    var_rep, entry = column_entries(rows, block)
+    row_ids = rows.indices[entry]
     r = cp.rows.shape[0]
     parts.append(
         (ROW, child[var_rep] * r + row_ids, var_rep, np.ones(var_rep.size), cp.row_values.ravel())
