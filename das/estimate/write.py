@@ -23,6 +23,7 @@ from das.estimate.basis import Basis
 from das.estimate.tree import Estimate
 from das.input.read import LevelHistograms
 from das.spark.marks import RunMode
+from das.spark.task_files import repeated_strings
 from das.spec.config import Config
 
 #: Geounits per record batch of ``estimates/`` (a block: 11 rows, 2,603 cells).
@@ -63,11 +64,6 @@ def estimate_batch(
     sizes = np.array([e.shape[1] for e in estimates], dtype=np.int64)
     offsets = np.concatenate([[0], np.cumsum(np.tile(sizes, n))]).astype(np.int32)
 
-    def strings(indices: np.ndarray, values: list[str]) -> pa.Array:
-        indices_array = pa.array(indices.astype(np.int32), pa.int32())
-        encoded = pa.DictionaryArray.from_arrays(indices_array, pa.array(values, pa.string()))
-        return encoded.dictionary_decode()
-
     def lists(parts: list[np.ndarray]) -> pa.Array:
         values = np.hstack(parts).ravel() if n else np.zeros(0)
         return pa.ListArray.from_arrays(
@@ -75,9 +71,9 @@ def estimate_batch(
         )
 
     columns = [
-        strings(np.zeros(n * k), [level]),
-        strings(np.repeat(np.arange(n), k), [str(g) for g in geocodes]),
-        strings(np.tile(np.arange(k), n), queries),
+        repeated_strings([level], np.zeros(n * k, dtype=np.int64)),
+        repeated_strings([str(g) for g in geocodes], np.repeat(np.arange(n), k)),
+        repeated_strings(queries, np.tile(np.arange(k), n)),
         lists(estimates),
         lists(variances),
     ]

@@ -18,7 +18,6 @@ from typing import Protocol, TypeVar, overload
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 from pyspark import Accumulator, AccumulatorParam
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -38,6 +37,7 @@ from das.spark.task_files import (
     arrow_target,
     finish,
     partition_id,
+    repeated_strings,
     rows_written,
     write_parquet,
 )
@@ -148,14 +148,14 @@ def _nmf_batch(
     geounit = np.repeat(np.arange(n), k)  # row r is geounit r // k, query r % k
     query = np.tile(np.arange(k), n)
     columns = [
-        pc.take(pa.array([level], pa.string()), np.zeros(n * k, dtype=np.int64)),
-        pc.take(pa.array(geocodes, pa.string()), geounit),
-        pc.take(pa.array([q.name for q in queries], pa.string()), query),
+        repeated_strings([level], np.zeros(n * k, dtype=np.int64)),
+        repeated_strings(geocodes, geounit),
+        repeated_strings([q.name for q in queries], query),
         pa.ListArray.from_arrays(
             pa.array(offsets), pa.array(flat, pa.int64()), type=NMF_ARROW.field("values").type
         ),
         pa.array(np.asarray([float(v) for v in sigma2])[query], pa.float64()),
-        pc.take(pa.array([str(v) for v in sigma2], pa.string()), query),
+        repeated_strings([str(v) for v in sigma2], query),
     ]
     return pa.RecordBatch.from_arrays(columns, schema=NMF_ARROW)
 

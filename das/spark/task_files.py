@@ -21,7 +21,9 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 from pyspark import TaskContext
@@ -92,6 +94,13 @@ def write_parquet(
             writer.write_batch(batch)
             rows += batch.num_rows
     return rows
+
+
+def repeated_strings(values: Sequence[str], indices: np.ndarray) -> pa.Array:
+    """``values[indices]`` as an Arrow string array: the string columns of the tasks' rows
+    (level, geocode, query) repeat a few values, gathered in Arrow, with no Python object
+    per row."""
+    return pc.take(pa.array(values, pa.string()), pa.array(np.asarray(indices, dtype=np.int64)))
 
 
 #: A task's file, by its partition (or its group): the same name whatever attempt writes it.
