@@ -59,14 +59,11 @@ def by_files(
     mapping = spark.createDataFrame(
         pa.table({"parent": pa.array(codes, pa.string()), GROUP: groups})
     )
-    log.info(
-        "solve %s: the noisy answers from the estimate's files, %d groups",
-        level,
-        len(set(groups.tolist())),
-    )
+    count = len(np.unique(groups))
+    log.info("solve %s: the noisy answers from the estimate's files, %d groups", level, count)
     keyed = children.join(F.broadcast(mapping), "parent", "left")
     # ranges of groups, about one per task: a family's cost is about its children's
-    ordered = keyed.repartitionByRange(max(len(set(groups.tolist())), 1), GROUP)
+    ordered = keyed.repartitionByRange(max(count, 1), GROUP)
     target, pieces = exchanged.target, exchanged.pieces
 
     def run(table: pa.Table) -> pa.Table:
