@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 
 import pyarrow as pa
 
-from das.input import contract
+from das.input import certify, contract
 from das.input.contract import (
     GEOGRAPHY,
     GEOGRAPHY_FILE,
@@ -137,7 +137,11 @@ def _intro() -> str:
         "config's `[input]` (docs/configuration.md); other columns are ignored. Every row "
         "is checked before anything runs; one bad row stops the run with a report that "
         "names each broken rule, how many rows broke it and the first of them (exit "
-        "code 2). `das check CONFIG --input DIR` runs these checks alone."
+        "code 2). `das check CONFIG --input DIR` runs these checks alone. A clean Parquet "
+        f"input on local disk (up to {certify.MAX_ROWS:,} persons) is checked on the driver "
+        "with numpy, without starting Spark; an input that breaks a rule, and one the "
+        "driver cannot read exactly as Spark does (CSV, a URI, floats or text in an "
+        "integer column), is checked by Spark, which writes the report."
     )
 
 

@@ -142,11 +142,17 @@ def level_codes(geo: BlockGeography, geography: Geography, index: int) -> LevelC
 
 
 def read_geography(
-    spark: SparkSession, config: Config, input_dir: str, units: DataFrame, units_path: str
+    spark: SparkSession,
+    config: Config,
+    input_dir: str,
+    units: DataFrame,
+    units_path: str,
+    checked: bool = False,
 ) -> BlockGeography | None:
     """Load and check the run's geography file (None without one); the units are checked
-    to lie in its blocks."""
+    to lie in its blocks, unless the caller ``checked`` all that already
+    (``das.input.certify``)."""
     geo = load_geography(spark, config, input_dir)
-    if geo is not None:
+    if geo is not None and not checked:
         check_geography(geo, config, units, units_path)
     return geo

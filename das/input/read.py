@@ -1,11 +1,12 @@
 """Reading confidential microdata into per-geounit histograms and invariants (Spark).
 
 The input is the contract of ``das.input.contract`` (what ``das fixture`` writes), opened
-by ``das.input.tables``. Everything is checked before anything else runs
-(``das.input.check``); then each record is recoded into a cell index of the schema,
-counted per block, and the counts and the units' invariants are summed up the hierarchy
-by GEOID prefix, or by the codes of the geography file (``das.input.geography``), whose
-every block is a geounit, empty or not. Nothing per person or per block reaches the driver.
+by ``das.input.tables``. Everything is checked before anything else runs (on the driver
+where ``das.input.certify`` can, else on Spark by ``das.input.check``); then each record is
+recoded into a cell index of the schema, counted per block, and the counts and the units'
+invariants are summed up the hierarchy by GEOID prefix, or by the codes of the geography
+file (``das.input.geography``), whose every block is a geounit, empty or not. Nothing per
+person or per block reaches the driver.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from dataclasses import dataclass, replace
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from das.input.certify import certify_input
 from das.input.check import check_input
 from das.input.contract import PERSONS, UNIT_ONLY_COLUMNS, UNIT_TYPES, UNITS
 from das.input.geography import LevelCodes, level_codes, read_geography
@@ -132,11 +134,19 @@ def read_histograms(
 ) -> dict[str, LevelHistograms]:
     """Load, check, recode and aggregate: confidential histograms for every level of the run."""
     tables = load_tables(spark, config, input_dir)
-    log.info("read: checking the input contract (every rule, both tables in one Spark action)")
-    rows = check_input(tables, config.schema)
-    for path, count in ((tables.persons_path, rows.persons), (tables.units_path, rows.units)):
+    certified = certify_input(config, input_dir)
+    if certified is None:
+        log.info("read: checking the input contract (every rule, both tables in one Spark action)")
+        rows = check_input(tables, config.schema)
+        read = ((tables.persons_path, rows.persons), (tables.units_path, rows.units))
+    else:
+        log.info("read: every rule of the input contract holds (checked on the driver)")
+        read = ((tables.persons_path, certified.persons), (tables.units_path, certified.units))
+    for path, count in read:
         log.info("read: %s: %s rows", path, f"{count:,}")
-    geography = read_geography(spark, config, input_dir, tables.units, tables.units_path)
+    geography = read_geography(
+        spark, config, input_dir, tables.units, tables.units_path, checked=certified is not None
+    )
     log.info("read: input checked; building the histograms of every level")
     persons, units = typed(tables)
     counts = block_counts(config.schema, persons, units).cache()

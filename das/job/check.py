@@ -1,12 +1,14 @@
 """``das check``: an input checked against the contract alone, nothing run, nothing written.
 
 The same checks a run makes before it reads: the input directory and the files' footers and
-headers before Spark starts (``das.input.files``), then every rule on Spark
-(``das.input.check``). A clean input gets a summary on one screen: rows per table, the
-files read, and the geounits each level of the configuration would have, which are the
-blocks of the geography file (``das.input.geography``: empty blocks included), or without
-one the distinct GEOID prefixes of the units' blocks (every block with a unit, and the
-geounits above it). The geography file is checked as a run checks it.
+headers before Spark starts (``das.input.files``), then every rule, on the driver where
+``das.input.certify`` can tell that all hold (Spark is then never started), else on Spark
+(``das.input.check``), which writes the report of a refused input. A clean input gets a
+summary on one screen: rows per table, the files read, and the geounits each level of the
+configuration would have, which are the blocks of the geography file
+(``das.input.geography``: empty blocks included), or without one the distinct GEOID
+prefixes of the units' blocks (every block with a unit, and the geounits above it). The
+geography file is checked as a run checks it.
 """
 
 from __future__ import annotations
@@ -19,9 +21,10 @@ import numpy as np
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from das.input.certify import Certified, certify_input
 from das.input.check import check_input
-from das.input.contract import TABLES, table_rules
-from das.input.files import check_input_files
+from das.input.contract import GEOGRAPHY, PERSONS, TABLES, UNITS, table_rules
+from das.input.files import check_input_files, geography_path, input_path
 from das.input.geography import BlockGeography, read_geography
 from das.input.tables import load_tables
 from das.job.files import files_for
@@ -69,6 +72,9 @@ def check_only(
     if local is not None:
         check_input_dir(local, input_dir, config)
     check_input_files(config, input_dir)
+    certified = certify_input(config, input_dir)
+    if certified is not None:
+        return _certified_summary(config, input_dir, certified, time.perf_counter() - start)
     before_spark = time.perf_counter() - start
     name = f"das check {config.file.run.name}"
     spark = spark or spark_session(config.file.spark, name, spark_conf)
@@ -103,6 +109,35 @@ def check_only(
         ),
         geounits=geounits,
         seconds=before_spark + time.perf_counter() - start,
+    )
+
+
+def _certified_summary(
+    config: Config, input_dir: str, certified: Certified, seconds: float
+) -> CheckSummary:
+    """The summary of an input certified on the driver (Spark never started)."""
+    settings = config.file.input
+    paths = [
+        input_path(input_dir, settings.persons, PERSONS.name),
+        input_path(input_dir, settings.units, UNITS.name),
+    ]
+    rows = [certified.persons, certified.units]
+    geography = geography_path(config, input_dir)
+    if geography is not None and certified.geography is not None:
+        paths.append(geography)
+        rows.append(certified.geography)
+    names = (*(t.name for t in TABLES), GEOGRAPHY.name)
+    return CheckSummary(
+        input=input_dir,
+        config=config.path,
+        schema=config.schema.name,
+        rules=_rule_count(config),
+        tables=tuple(
+            TableSummary(name, path, certified.files[name], count)
+            for name, path, count in zip(names, paths, rows, strict=False)
+        ),
+        geounits=certified.geounits,
+        seconds=seconds,
     )
 
 

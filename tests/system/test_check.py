@@ -1,17 +1,24 @@
-"""``das check`` on Spark: exit 0 with the summary on a valid input (docs/input.md's example),
-exit 2 with the per-rule report on a bad one; nothing written either way."""
+"""``das check``: exit 0 with the summary on a valid input (docs/input.md's example), which
+the driver certifies, exit 2 with Spark's per-rule report on a bad one; nothing written
+either way; the driver's summary is Spark's."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from das.fixtures.synthetic import Shape, write_synthetic_fixture
+from das.input.certify import certify_input
 from das.input.contract import PERSONS, UNITS
 from das.input.describe import example_table
+from das.job import check
+from das.job.check import check_only
 from das.job.cli import main
+from das.spec.config import load_config
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.spark
@@ -115,3 +122,34 @@ def test_the_geography_file_is_checked_and_its_empty_blocks_counted(spark, world
     assert _check(world) == 2
     err = capsys.readouterr().err
     assert "[block-not-in-geography] 2 row(s) in units, column geoid: expected a block " in err
+
+
+@pytest.mark.parametrize("geography", ["none", "blocks", "codes"])
+def test_the_driver_and_spark_give_one_summary(spark, tmp_path, monkeypatch, geography) -> None:
+    """The summary of an input certified on the driver (``das.input.certify``) is the one
+    Spark's check gives: rows, files and geounits per level, empty blocks included."""
+    directory = tmp_path / "in"
+    shape = Shape(states=2, counties=2, tracts=3, empty_blocks=1 / 3)
+    write_synthetic_fixture(3000, directory, seed=5, shape=shape)
+    listed = pq.read_table(directory / "geography.parquet").to_pandas()
+    if geography == "none":
+        (directory / "geography.parquet").unlink()
+    if geography == "codes":  # block groups regrouped: a tract's blocks by number parity
+        listed["block_group"] = (
+            listed["geoid"].str[:11] + "-" + (listed["geoid"].str[-1:].astype(int) % 2).astype(str)
+        )
+        listed.to_parquet(directory / "geography.parquet", index=False)
+    config = load_config(DEMO, overrides=["spark.shuffle_partitions=4"])
+    assert certify_input(config, str(directory)) is not None
+    driver = check_only(config, str(directory), spark=spark)
+    monkeypatch.setattr(check, "certify_input", lambda *args: None)
+    on_spark = check_only(config, str(directory), spark=spark)
+    assert replace(driver, seconds=0.0) == replace(on_spark, seconds=0.0)
+    blocks = dict(driver.geounits)["block"]
+    assert blocks == (
+        len(listed)
+        if geography != "none"
+        else listed["geoid"]
+        .isin(pq.read_table(directory / "units.parquet").column("geoid").to_pylist())
+        .sum()
+    )
