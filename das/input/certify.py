@@ -87,13 +87,14 @@ def certify_input(config: Config, input_dir: str) -> Certified | None:
     if any("://" in p for p in (persons_path, units_path, geo_path or "")):
         return None
     persons_files, units_files = data_files(persons_path), data_files(units_path)
-    if sum(pq.ParquetFile(f).metadata.num_rows for f in persons_files) > MAX_ROWS:
-        return None
     try:
+        _doubt_unless(sum(pq.ParquetFile(f).metadata.num_rows for f in persons_files) <= MAX_ROWS)
         units = _units(config.schema, _read(units_files, UNITS, settings.columns))
         persons = _persons(config, persons_files, units)
         geounits, geo_rows, geo_files = _geography(config, geo_path, units.geoid)
-    except _Doubt:
+    except (_Doubt, pa.ArrowException, OSError):
+        # a file pyarrow cannot read as the contract's table (a column missing, a corrupt
+        # page): Spark's reader and check name the problem
         return None
     files = {PERSONS.name: len(persons_files), UNITS.name: len(units_files)}
     if geo_files:
@@ -112,9 +113,15 @@ def _read(files: tuple[Path, ...], table: Table, mapping: Mapping[str, str]) -> 
     names = [mapping.get(name, name) for name in table.names]
     parts = []
     for file in files:
+        _doubt_unless(_has_columns(pq.ParquetFile(file), names))
         part = pq.read_table(file, columns=names)
         parts.append(part.rename_columns(list(table.names)))
     return pa.concat_tables(parts, promote_options="permissive")
+
+
+def _has_columns(parquet: pq.ParquetFile, names: list[str]) -> bool:
+    """Whether the file has every named column (names as Spark's reader matches them)."""
+    return all(parquet.schema_arrow.get_field_index(name) >= 0 for name in names)
 
 
 def _values(
@@ -208,6 +215,7 @@ def _units(schema: Schema, table: pa.Table) -> _Units:
     values = {c.name: _values(table.column(c.name), c, rules[c.name]) for c in UNITS.columns}
     order = np.argsort(values[UNITS.key], kind="stable")
     values = {name: array[order] for name, array in values.items()}
+    _doubt_unless(_unique(values[UNITS.key]))
     return _Units(values[UNITS.key], values["geoid"], values)
 
 
@@ -216,13 +224,14 @@ def _persons(config: Config, files: tuple[Path, ...], units: _Units) -> int:
     schema, mapping = config.schema, config.file.input.columns
     rules = _column_rules(schema, PERSONS)
     ids = units.ids
-    _doubt_unless(_unique(ids))
     residents = np.zeros(ids.size, dtype=np.int64)
     keys = []
     links: set[str] = set()
     names = [mapping.get(name, name) for name in PERSONS.names]
     for file in files:
-        for batch in pq.ParquetFile(file).iter_batches(batch_size=1 << 20, columns=names):
+        parquet = pq.ParquetFile(file)
+        _doubt_unless(_has_columns(parquet, names))
+        for batch in parquet.iter_batches(batch_size=1 << 20, columns=names):
             batch = batch.rename_columns(list(PERSONS.names))
             row = {c.name: _values(batch.column(c.name), c, rules[c.name]) for c in PERSONS.columns}
             where = np.searchsorted(ids, row["unit_id"])

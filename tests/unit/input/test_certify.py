@@ -210,6 +210,22 @@ def test_csv_and_large_inputs_are_left_to_spark(config, tmp_path, monkeypatch):
     assert certify_input(config, str(tmp_path / "parquet")) is None
 
 
+@pytest.mark.parametrize("table", ["persons", "units"])
+def test_files_pyarrow_cannot_read_as_the_table_are_left_to_spark(config, tmp_path, table):
+    """A column missing (Spark's reader names it) or a file cut short: None, not an error."""
+    persons, units = tiny_input(seed=13)
+    frames = {"persons": persons, "units": units}
+    frames[table] = frames[table].rename(columns={"geoid": "GEOID"})
+    write_input(tmp_path, frames["persons"], frames["units"])
+    assert certify_input(config, str(tmp_path)) is None
+    write_input(tmp_path, persons, units)
+    path = tmp_path / f"{table}.parquet"
+    data = path.read_bytes()
+    pages = len(data) - 8 - int.from_bytes(data[-8:-4], "little")  # where the footer starts
+    path.write_bytes(data[:4] + bytes(pages - 4) + data[pages:])  # pages zeroed, footer kept
+    assert certify_input(config, str(tmp_path)) is None
+
+
 def test_a_rule_the_driver_does_not_know_stops_the_certification(config, tmp_path, monkeypatch):
     write_input(tmp_path, *tiny_input(seed=8))
     assert certify_input(config, str(tmp_path)) is not None
