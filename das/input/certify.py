@@ -139,7 +139,7 @@ def _values(
     if spec.kind == "boolean":
         return _booleans(column)
     if spec.kind == "string":
-        _doubt_unless(spec is contract.GEOID or spec.name == GEOGRAPHY.key)
+        _doubt_unless(spec.pattern == contract.GEOID.pattern)  # the one text column read here
         return _geoids(column)
     _doubt_unless(pa.types.is_integer(column.type))
     values = column.to_numpy(zero_copy_only=False)
@@ -196,7 +196,8 @@ def _unique(keys: np.ndarray) -> bool:
 # ---- the two tables -----------------------------------------------------------------------
 @dataclass(frozen=True)
 class _Units:
-    """The units table as numpy arrays in unit-id order, and each unit's residents."""
+    """The units table as numpy arrays (GEOIDs as int64, booleans as bool), in unit-id
+    order: a person's unit is found by a sorted lookup of its id."""
 
     ids: np.ndarray
     geoid: np.ndarray
