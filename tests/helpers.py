@@ -48,6 +48,10 @@ def tiny_input(seed: int = 0, blocks: int = 12) -> tuple[pd.DataFrame, pd.DataFr
     return person_frame, unit_frame
 
 
+#: Config overrides that read the CSV files ``write_input(..., fmt="csv")`` writes.
+CSV_INPUT = ("input.format='csv'", "input.persons='persons.csv'", "input.units='units.csv'")
+
+
 def write_input(directory: Path, persons: pd.DataFrame, units: pd.DataFrame, fmt: str = "parquet") -> Path:
     directory.mkdir(parents=True, exist_ok=True)
     if fmt == "csv":

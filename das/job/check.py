@@ -96,20 +96,12 @@ def check_only(
     else:
         geounits = listed_geounits(geography, levels)
         frames.append((geography.frame, geography.path, geography.frame.count()))
-    return CheckSummary(
-        input=input_dir,
-        config=config.path,
-        schema=config.schema.name,
-        rules=_rule_count(config),
-        tables=tuple(
-            TableSummary(name, path, len(frame.inputFiles()), rows)
-            for name, (frame, path, rows) in zip(
-                (*(t.name for t in TABLES), "geography"), frames, strict=False
-            )
-        ),
-        geounits=geounits,
-        seconds=before_spark + time.perf_counter() - start,
-    )
+    tables_read = [
+        TableSummary(name, path, len(frame.inputFiles()), rows)
+        for name, (frame, path, rows) in zip(_NAMES, frames, strict=False)
+    ]
+    seconds = before_spark + time.perf_counter() - start
+    return _summary(config, input_dir, tables_read, geounits, seconds)
 
 
 def _certified_summary(
@@ -126,17 +118,31 @@ def _certified_summary(
     if geography is not None and certified.geography is not None:
         paths.append(geography)
         rows.append(certified.geography)
-    names = (*(t.name for t in TABLES), GEOGRAPHY.name)
+    tables_read = [
+        TableSummary(name, path, certified.files[name], count)
+        for name, path, count in zip(_NAMES, paths, rows, strict=False)
+    ]
+    return _summary(config, input_dir, tables_read, certified.geounits, seconds)
+
+
+#: The tables a summary lists, in its order (the geography file last, where there is one).
+_NAMES = (*(t.name for t in TABLES), GEOGRAPHY.name)
+
+
+def _summary(
+    config: Config,
+    input_dir: str,
+    tables: Sequence[TableSummary],
+    geounits: tuple[tuple[str, int], ...],
+    seconds: float,
+) -> CheckSummary:
     return CheckSummary(
         input=input_dir,
         config=config.path,
         schema=config.schema.name,
         rules=_rule_count(config),
-        tables=tuple(
-            TableSummary(name, path, certified.files[name], count)
-            for name, path, count in zip(names, paths, rows, strict=False)
-        ),
-        geounits=certified.geounits,
+        tables=tuple(tables),
+        geounits=geounits,
         seconds=seconds,
     )
 

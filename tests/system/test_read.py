@@ -12,7 +12,7 @@ from das.input.tables import load_tables
 from das.spec.config import load_config
 from das.spec.schema import schema_from_dict
 from tests.conftest import ROOT
-from tests.helpers import tiny_input, write_input
+from tests.helpers import CSV_INPUT, tiny_input, write_input
 
 pytestmark = pytest.mark.spark
 CONFIG = ROOT / "configs" / "pl94_2020_production.toml"
@@ -73,13 +73,7 @@ def test_csv_input_and_column_mapping(spark, config, tmp_path):
     write_input(tmp_path, persons, units, fmt="csv")
     mapped = load_config(
         CONFIG,
-        overrides=[
-            "run.production=false",
-            "input.format='csv'",
-            "input.persons='persons.csv'",
-            "input.units='units.csv'",
-            "input.columns={geoid = 'GEOID'}",
-        ],
+        overrides=["run.production=false", *CSV_INPUT, "input.columns={geoid = 'GEOID'}"],
     )
     with pytest.raises(UserError, match=r"units.csv: missing column\(s\) geoid \(column 'GEOID'\)"):
         # the units table still says "geoid": one mapping applies to both tables

@@ -22,7 +22,7 @@ from das.input.certify import Certified, certify_input
 from das.spec.config import load_config
 from das.spec.geography import Geography
 from tests.conftest import ROOT
-from tests.helpers import tiny_input, write_input
+from tests.helpers import CSV_INPUT, tiny_input, write_input
 
 CONFIG = ROOT / "configs" / "pl94_2020_production.toml"
 LEVELS = (("us", 0), ("state", 2), ("county", 5), ("tract", 11), ("block_group", 12), ("block", 15))
@@ -194,15 +194,7 @@ def test_values_not_read_alike_are_left_to_spark(config, tmp_path, doubt):
 def test_csv_and_large_inputs_are_left_to_spark(config, tmp_path, monkeypatch):
     persons, units = tiny_input(seed=7)
     write_input(tmp_path / "csv", persons, units, fmt="csv")
-    csv = load_config(
-        CONFIG,
-        overrides=[
-            "run.production=false",
-            "input.format='csv'",
-            "input.persons='persons.csv'",
-            "input.units='units.csv'",
-        ],
-    )
+    csv = load_config(CONFIG, overrides=["run.production=false", *CSV_INPUT])
     assert certify_input(csv, str(tmp_path / "csv")) is None
     write_input(tmp_path / "parquet", persons, units)
     assert certify_input(config, str(tmp_path / "parquet")) is not None
