@@ -336,7 +336,9 @@ def _code(attribute: Attribute, columns: Mapping[str, np.ndarray]) -> np.ndarray
     if attribute.recode == "offset":
         return value - attribute.offset
     if attribute.recode == "cut":
-        return np.searchsorted(np.asarray(attribute.cuts), value, side="right")
+        # the number of cut points at or below the value, as the recode's sum of (value >=
+        # cut) counts them, in whatever order the schema lists them
+        return np.searchsorted(np.sort(np.asarray(attribute.cuts)), value, side="right")
     raise _Doubt
 
 

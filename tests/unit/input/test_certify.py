@@ -21,6 +21,7 @@ from das.input import certify, contract
 from das.input.certify import Certified, certify_input
 from das.spec.config import load_config
 from das.spec.geography import Geography
+from das.spec.schema import Attribute
 from tests.conftest import ROOT
 from tests.helpers import CSV_INPUT, tiny_input, write_input
 
@@ -296,3 +297,13 @@ def test_a_run_rooted_at_a_state_certifies_blocks_of_that_state_only(config, tmp
     _with_geography(tmp_path, pd.concat([geography, other]), seed=12)
     assert certify_input(rooted, str(tmp_path)) is None
     assert certify_input(config, str(tmp_path)) is not None  # rooted at the US: two states
+
+
+@pytest.mark.parametrize("cuts", [(18,), (65, 18), (18, 18, 65), (100, 0, 50)])
+def test_a_cut_recode_counts_the_cut_points_below_in_any_order(cuts):
+    """The code ``das.input.recode.attribute_code`` gives Spark: the sum of (value >= cut)."""
+    values = np.random.default_rng(0).integers(-5, 120, 1000)
+    levels = tuple(f"l{i}" for i in range(len(cuts) + 1))
+    attribute = Attribute("x", levels, ("age",), "cut", cuts=cuts)
+    expected = sum((values >= cut).astype(int) for cut in cuts)
+    assert np.array_equal(certify._code(attribute, {"age": values}), expected)
