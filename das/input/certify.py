@@ -44,8 +44,9 @@ from das.spec.config import Config
 from das.spec.schema import Attribute, Schema
 
 #: Rows of the persons table above which the driver leaves the check to Spark: the
-#: certification holds the persons' keys and the units' columns in memory (about 40 bytes
-#: a person), which a national file on a cluster's storage should not ask of the driver.
+#: certification holds the persons' keys, the units' columns and a batch of persons in
+#: memory (``das check`` peaked at 0.9 GiB on the LA-like input's 10M persons and 4.8M
+#: units, so about 4-5 GiB here), which a national file should not ask of the driver.
 MAX_ROWS = 64_000_000
 
 #: The range of each integer kind, as Spark's ``try_cast`` to it accepts.
