@@ -158,21 +158,26 @@ def split_source(
 def _by_level(rows: pa.RecordBatch) -> Iterator[tuple[str, pa.RecordBatch]]:
     """The rows' runs of one level each, as slices (the files are sorted by level)."""
     levels = np.asarray(rows.column("level").to_numpy(zero_copy_only=False), dtype=object)
-    cuts = [0, *(np.flatnonzero(levels[1:] != levels[:-1]) + 1).tolist(), len(levels)]
-    for start, end in pairwise(cuts):
+    for start, end in _runs(levels):
         yield str(levels[start]), rows.slice(start, end - start)
+
+
+def _runs(values: np.ndarray) -> Iterator[tuple[int, int]]:
+    """(start, end) of each run of equal values, in order."""
+    cuts = (np.flatnonzero(values[1:] != values[:-1]) + 1).tolist()
+    return pairwise([0, *cuts, len(values)])
 
 
 def _by_group(batch: pa.RecordBatch, group: np.ndarray) -> Iterator[tuple[int, pa.RecordBatch]]:
     """The batch's rows of each group, in their order. The NMF's files are sorted by
     (level, geocode), so a batch's groups come in a few runs: slices of the batch, not
     copies; a batch whose groups interleave is sorted (stably) first."""
-    cuts = np.flatnonzero(np.diff(group)) + 1
-    if len(cuts) >= len(np.unique(group)):  # a group in two runs or more
+    runs = list(_runs(group))
+    if len(runs) > len(np.unique(group)):  # a group in two runs or more
         order = np.argsort(group, kind="stable")
         batch, group = batch.take(pa.array(order)), group[order]
-        cuts = np.flatnonzero(np.diff(group)) + 1
-    for start, end in zip([0, *cuts.tolist()], [*cuts.tolist(), len(group)], strict=True):
+        runs = list(_runs(group))
+    for start, end in runs:
         yield int(group[start]), batch.slice(start, end - start)
 
 
@@ -273,8 +278,7 @@ def write_tops(target: Target, top: pa.Table, group: np.ndarray) -> dict[int, in
         out.open_output_stream(temporary) as sink,
         pa.ipc.new_file(sink, top.schema) as writer,
     ):
-        cuts = [0, *(np.flatnonzero(np.diff(group)) + 1).tolist(), len(group)]
-        for start, end in pairwise(cuts):
+        for start, end in _runs(group):
             if rows is not None and end > start:
                 writer.write_batch(rows.slice(start, end - start))
                 found[int(group[start])] = len(found)

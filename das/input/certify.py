@@ -58,18 +58,32 @@ _GEOID_DIGITS = 15
 
 
 @dataclass(frozen=True)
+class TableSummary:
+    """One input table as a check read it."""
+
+    name: str
+    path: str
+    files: int
+    rows: int
+
+
+@dataclass(frozen=True)
 class Certified:
     """An input every rule of the contract holds on, as counted on the driver."""
 
-    persons: int
-    units: int
-    #: Rows of the geography file; None without one.
-    geography: int | None
+    #: Persons, units and, where there is one, the geography file.
+    tables: tuple[TableSummary, ...]
     #: Geounits per level of the configuration, root first (empty blocks of a geography
     #: file included), as ``das check`` reports them.
     geounits: tuple[tuple[str, int], ...]
-    #: Data files read per table, by table name.
-    files: Mapping[str, int]
+
+    @property
+    def persons(self) -> int:
+        return self.tables[0].rows
+
+    @property
+    def units(self) -> int:
+        return self.tables[1].rows
 
 
 class _Doubt(Exception):
@@ -87,9 +101,8 @@ def certify_input(config: Config, input_dir: str) -> Certified | None:
     geo_path = geography_path(config, input_dir)
     if any("://" in p for p in (persons_path, units_path, geo_path or "")):
         return None
-    persons_files, units_files = data_files(persons_path), data_files(units_path)
     try:
-        return _certified(config, persons_files, units_files, geo_path)
+        return _certified(config, persons_path, units_path, geo_path)
     except (_Doubt, pa.ArrowException, OSError):
         # a file pyarrow cannot read as the contract's table (a column missing, a corrupt
         # page): Spark's reader and check name the problem
@@ -101,20 +114,19 @@ def certify_input(config: Config, input_dir: str) -> Certified | None:
 
 
 def _certified(
-    config: Config,
-    persons_files: tuple[Path, ...],
-    units_files: tuple[Path, ...],
-    geo_path: str | None,
+    config: Config, persons_path: str, units_path: str, geo_path: str | None
 ) -> Certified:
     """The counts of an input every rule holds on; a doubt otherwise."""
+    persons_files, units_files = data_files(persons_path), data_files(units_path)
     _doubt_unless(sum(pq.ParquetFile(f).metadata.num_rows for f in persons_files) <= MAX_ROWS)
     units = _units(config.schema, _read(units_files, UNITS, config.file.input.columns))
     persons = _persons(config, persons_files, units)
-    geounits, geo_rows, geo_files = _geography(config, geo_path, units.geoid)
-    files = {PERSONS.name: len(persons_files), UNITS.name: len(units_files)}
-    if geo_files:
-        files[GEOGRAPHY.name] = geo_files
-    return Certified(persons, len(units.geoid), geo_rows, geounits, files)
+    geounits, geography = _geography(config, geo_path, units.geoid)
+    tables = (
+        TableSummary(PERSONS.name, persons_path, len(persons_files), persons),
+        TableSummary(UNITS.name, units_path, len(units_files), len(units.geoid)),
+    )
+    return Certified((*tables, *([geography] if geography else [])), geounits)
 
 
 def _doubt_unless(holds: bool | np.bool_) -> None:
@@ -144,11 +156,7 @@ def _values(
 ) -> np.ndarray:
     """The column's values as numpy (GEOIDs as int64, booleans as bool), after its null,
     format, type and domain rules (``rules``) hold; a doubt otherwise."""
-    if isinstance(column, pa.ChunkedArray):
-        column = column.combine_chunks()
-    if pa.types.is_dictionary(column.type):
-        column = column.dictionary_decode()
-    _doubt_unless(column.null_count == 0)  # the null rule
+    column = _present(column)
     for rule in rules:
         _doubt_unless(rule.test in ("null", "format", "type", "domain"))
     if spec.kind == "boolean":
@@ -165,6 +173,21 @@ def _values(
                 lo, hi = max(lo, rule.domain[0]), min(hi, rule.domain[1])
         _doubt_unless(lo <= int(values.min()) and int(values.max()) <= hi)
     return values.astype(np.int64)
+
+
+def _present(column: pa.ChunkedArray | pa.Array) -> pa.Array:
+    """The column as one plain array (dictionaries decoded), after its null rule holds."""
+    if isinstance(column, pa.ChunkedArray):
+        column = column.combine_chunks()
+    if pa.types.is_dictionary(column.type):
+        column = column.dictionary_decode()
+    _doubt_unless(column.null_count == 0)
+    return column
+
+
+def _matching(text: pa.Array, pattern: str | None) -> None:
+    """Every value of a text column matches the pattern (its format rule)."""
+    _doubt_unless(pc.all(pc.match_substring_regex(text, pattern or "")).as_py() is not False)
 
 
 def _booleans(column: pa.Array) -> np.ndarray:
@@ -193,8 +216,7 @@ def _geoids(column: pa.Array) -> np.ndarray:
         _doubt_unless(((values >= 10 ** (_GEOID_DIGITS - 1)) & (values < 10**_GEOID_DIGITS)).all())
         return values
     _doubt_unless(pa.types.is_string(column.type) or pa.types.is_large_string(column.type))
-    matches = pc.match_substring_regex(column, contract.GEOID.pattern or "")
-    _doubt_unless(pc.all(matches).as_py() is not False)
+    _matching(column, contract.GEOID.pattern)
     return pc.cast(column, pa.int64()).to_numpy(zero_copy_only=False)
 
 
@@ -214,9 +236,15 @@ class _Units:
     """The units table as numpy arrays (GEOIDs as int64, booleans as bool), in unit-id
     order: a person's unit is found by a sorted lookup of its id."""
 
-    ids: np.ndarray
-    geoid: np.ndarray
     columns: dict[str, np.ndarray]
+
+    @property
+    def ids(self) -> np.ndarray:
+        return self.columns[UNITS.key]
+
+    @property
+    def geoid(self) -> np.ndarray:
+        return self.columns["geoid"]
 
 
 def _column_rules(schema: Schema, table: Table) -> dict[str, list[contract.Rule]]:
@@ -232,7 +260,7 @@ def _units(schema: Schema, table: pa.Table) -> _Units:
     order = np.argsort(values[UNITS.key], kind="stable")
     values = {name: array[order] for name, array in values.items()}
     _doubt_unless(_unique(values[UNITS.key]))
-    return _Units(values[UNITS.key], values["geoid"], values)
+    return _Units(values)
 
 
 def _persons(config: Config, files: tuple[Path, ...], units: _Units) -> int:
@@ -360,14 +388,14 @@ def _code(attribute: Attribute, columns: Mapping[str, np.ndarray]) -> np.ndarray
 # ---- the geography file -------------------------------------------------------------------
 def _geography(
     config: Config, path: str | None, unit_geoids: np.ndarray
-) -> tuple[tuple[tuple[str, int], ...], int | None, int]:
-    """Geounits per level, the file's rows and files; every rule of the file and the units'
+) -> tuple[tuple[tuple[str, int], ...], TableSummary | None]:
+    """Geounits per level, and the file as read; every rule of the file and the units'
     blocks in it hold (a doubt otherwise). Without a file the geounits are the units'
     blocks and their GEOID prefixes."""
     levels = config.geography.levels
     if path is None:
         blocks = np.unique(unit_geoids)
-        return tuple((level.name, _prefixes(blocks, level.length)) for level in levels), None, 0
+        return tuple((level.name, _prefixes(blocks, level.length)) for level in levels), None
     files = data_files(path)
     columns = list(pq.read_schema(files[0]).names)
     _doubt_unless(not misnamed_columns(config, path, columns))
@@ -381,16 +409,10 @@ def _geography(
     geoids = _values(table.column(GEOGRAPHY.key), contract.GEOID, rules[GEOGRAPHY.key])
     codes: dict[str, np.ndarray] = {}
     for name in coded:
-        text = table.column(name).combine_chunks()
-        _doubt_unless(text.null_count == 0)
-        if pa.types.is_dictionary(text.type):
-            text = text.dictionary_decode()
+        text = _present(table.column(name))
         _doubt_unless(pa.types.is_integer(text.type) or pa.types.is_string(text.type))
         text = pc.cast(text, pa.string())
-        spec = table_spec.column(name)
-        _doubt_unless(
-            pc.all(pc.match_substring_regex(text, spec.pattern or "")).as_py() is not False
-        )
+        _matching(text, table_spec.column(name).pattern)
         codes[name] = pc.dictionary_encode(text).indices.to_numpy(zero_copy_only=False)
     names = tuple(level.name for level in levels)
     own = contract.geography_rules(config.schema, names, coded, levels[0].length > 0)
@@ -418,7 +440,7 @@ def _geography(
     _doubt_unless(listed.size > 0 or unit_geoids.size == 0)
     _doubt_unless(unit_geoids.size == 0 or (listed[where] == unit_geoids).all())  # UNKNOWN_BLOCK
     geounits = tuple((name, int(np.unique(by_level[name]).size)) for name in names)
-    return geounits, int(geoids.size), len(files)
+    return geounits, TableSummary(GEOGRAPHY.name, path, len(files), int(geoids.size))
 
 
 def _prefixes(blocks: np.ndarray, length: int) -> int:

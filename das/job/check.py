@@ -21,10 +21,10 @@ import numpy as np
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from das.input.certify import Certified, certify_input
+from das.input.certify import TableSummary, certify_input
 from das.input.check import check_input
-from das.input.contract import GEOGRAPHY, PERSONS, TABLES, UNITS, table_rules
-from das.input.files import check_input_files, geography_path, input_path
+from das.input.contract import GEOGRAPHY, TABLES, table_rules
+from das.input.files import check_input_files
 from das.input.geography import BlockGeography, read_geography
 from das.input.tables import load_tables
 from das.job.files import files_for
@@ -32,16 +32,6 @@ from das.job.preflight import check_input_dir
 from das.spark.session import SparkSetting, spark_session
 from das.spec.config import Config
 from das.spec.geography import Level
-
-
-@dataclass(frozen=True)
-class TableSummary:
-    """One input table as the check read it."""
-
-    name: str
-    path: str
-    files: int
-    rows: int
 
 
 @dataclass(frozen=True)
@@ -74,7 +64,8 @@ def check_only(
     check_input_files(config, input_dir)
     certified = certify_input(config, input_dir)
     if certified is not None:
-        return _certified_summary(config, input_dir, certified, time.perf_counter() - start)
+        seconds = time.perf_counter() - start  # Spark never started
+        return _summary(config, input_dir, certified.tables, certified.geounits, seconds)
     before_spark = time.perf_counter() - start
     name = f"das check {config.file.run.name}"
     spark = spark or spark_session(config.file.spark, name, spark_conf)
@@ -102,27 +93,6 @@ def check_only(
     ]
     seconds = before_spark + time.perf_counter() - start
     return _summary(config, input_dir, tables_read, geounits, seconds)
-
-
-def _certified_summary(
-    config: Config, input_dir: str, certified: Certified, seconds: float
-) -> CheckSummary:
-    """The summary of an input certified on the driver (Spark never started)."""
-    settings = config.file.input
-    paths = [
-        input_path(input_dir, settings.persons, PERSONS.name),
-        input_path(input_dir, settings.units, UNITS.name),
-    ]
-    rows = [certified.persons, certified.units]
-    geography = geography_path(config, input_dir)
-    if geography is not None and certified.geography is not None:
-        paths.append(geography)
-        rows.append(certified.geography)
-    tables_read = [
-        TableSummary(name, path, certified.files[name], count)
-        for name, path, count in zip(_NAMES, paths, rows, strict=False)
-    ]
-    return _summary(config, input_dir, tables_read, certified.geounits, seconds)
 
 
 #: The tables a summary lists, in its order (the geography file last, where there is one).

@@ -36,10 +36,10 @@ log = logging.getLogger("das.topdown")
 GROUP = "_group"
 
 
-def covers(exchanged: Exchanged | None, parent_index: int) -> bool:
+def covers(exchanged: Exchanged, parent_index: int) -> bool:
     """Whether the exchange holds every family of parents of the level ``parent_index``
     within one group: parents at or below its split level."""
-    return exchanged is not None and exchanged.split <= parent_index
+    return exchanged.split <= parent_index
 
 
 def by_files(

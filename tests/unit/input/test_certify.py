@@ -18,7 +18,7 @@ import pandas as pd
 import pytest
 
 from das.input import certify, contract
-from das.input.certify import Certified, certify_input
+from das.input.certify import Certified, TableSummary, certify_input
 from das.spec.config import load_config
 from das.spec.geography import Geography
 from das.spec.schema import Attribute
@@ -42,11 +42,11 @@ def test_a_clean_input_is_certified_with_its_counts(config, tmp_path):
     persons, units = tiny_input(seed=3)
     write_input(tmp_path, persons, units)
     assert certify_input(config, str(tmp_path)) == Certified(
-        persons=len(persons),
-        units=len(units),
-        geography=None,
+        tables=(
+            TableSummary("persons", f"{tmp_path}/persons.parquet", 1, len(persons)),
+            TableSummary("units", f"{tmp_path}/units.parquet", 1, len(units)),
+        ),
         geounits=_geounits(units["geoid"]),
-        files={"persons": 1, "units": 1},
     )
 
 
@@ -239,7 +239,8 @@ def test_mapped_columns_and_tables_of_several_files(config, tmp_path):
     mapped = load_config(CONFIG, overrides=["run.production=false", "input.columns={age = 'AGE'}"])
     certified = certify_input(mapped, str(tmp_path))
     assert certified is not None
-    assert (certified.persons, certified.files) == (len(persons), {"persons": 2, "units": 1})
+    files = [(table.name, table.files) for table in certified.tables]
+    assert (certified.persons, files) == (len(persons), [("persons", 2), ("units", 1)])
 
 
 # ---- the geography file ---------------------------------------------------------------------
@@ -261,7 +262,8 @@ def test_the_geography_files_blocks_and_codes_make_the_geounits(config, tmp_path
     assert certified is not None
     expected = dict(_geounits(pd.Series(blocks)))
     expected["tract"] = geography["tract"].nunique()
-    assert certified.geography == len(blocks)
+    path = f"{tmp_path}/geography.parquet"
+    assert certified.tables[2] == TableSummary("geography", path, 1, len(blocks))
     assert certified.geounits == tuple(expected.items())
 
 
