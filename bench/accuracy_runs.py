@@ -52,7 +52,18 @@ class Variant:
 VARIANTS = {
     v.name: v
     for v in (
-        Variant("default", "protected (default)", (), (("subtree_totals", True),)),
+        Variant(
+            "default",
+            "protected (default)",
+            (),
+            (("target", "blue"), ("subtree_totals", True)),
+        ),
+        Variant(
+            "measurements",
+            "protected (measurements)",
+            ("postprocess.target=measurements",),
+            (("target", "measurements"), ("subtree_totals", True)),
+        ),
         Variant(
             "own_totals",
             "protected (own totals)",

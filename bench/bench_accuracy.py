@@ -1,7 +1,7 @@
 """Accuracy of the protected output over several seeds and post-processing variants.
 
     python -m bench.bench_accuracy --work DIR [--seeds 1 2 3 4 5]
-        [--variants default own_totals rule2020] [--input DIR] [--out DIR]
+        [--variants default measurements own_totals rule2020] [--input DIR] [--out DIR]
 
 Runs the production job (local[2], seeded test-mode noise) once per (variant, seed) of
 --variants into DIR/<variant>/seed<s> (bench.accuracy_runs: a finished run is kept, an

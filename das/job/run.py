@@ -35,7 +35,7 @@ from das.confidential.report import write_metrics
 from das.confidential.tables import read_measurement_errors, run_errors, write_measurement_errors
 from das.errors import InternalError
 from das.estimate.exchange import Exchanged
-from das.estimate.pipeline import estimate_keeping_rows, estimate_output
+from das.estimate.pipeline import estimate_keeping_rows
 from das.input.files import check_input_files
 from das.input.read import LevelHistograms, count_geounits, read_histograms
 from das.job.estimate import write_run_invariants
@@ -53,7 +53,7 @@ from das.output.certificate import (
 from das.output.microdata import write_microdata
 from das.output.validate import validate_run
 from das.postprocess.below import below_totals, total_pass_levels
-from das.postprocess.levels import blue_targets, level_done, solve_and_checkpoint
+from das.postprocess.levels import level_done, solve_and_checkpoint, with_blue
 from das.postprocess.report import LevelReport
 from das.postprocess.solvers import check_solver
 from das.postprocess.target import check_target, check_target_files
@@ -153,21 +153,18 @@ def _run(
                 "GEOID prefixes (levels %s), and the estimate finds parents by prefix",
                 ", ".join(coded),
             )
-        elif config.file.postprocess.target == "measurements":
-            exchanged = estimate_keeping_rows(spark, config, output)[1]
         else:
-            estimate_output(spark, config, output)
-    if config.file.postprocess.target == "blue":  # the fit's targets: the BLUE, not the NMF
-        nmf = blue_targets(spark, f"{output}/estimates")
+            exchanged = estimate_keeping_rows(spark, config, output)[1]
     below: dict[str, DataFrame] = {}
-    if config.file.postprocess.target == "measurements" and not all(
-        level_done(spark, output, name) for name in total_pass_levels(config)
-    ):
+    if not all(level_done(spark, output, name) for name in total_pass_levels(config)):
         with phase(progress, "subtree totals"):  # what each geounit's descendants measured
             below = below_totals(spark, config, nmf, histograms)
+    targets = nmf  # what the families fit: with target "blue", the BLUE beside the NMF's rows
+    if config.file.postprocess.target == "blue":
+        targets = with_blue(nmf, spark, f"{output}/estimates")
     try:
         reports, protected = solve_levels(
-            spark, config, nmf, histograms, geounits, output, progress, below, exchanged
+            spark, config, targets, histograms, geounits, output, progress, below, exchanged
         )
     finally:
         if exchanged is not None:

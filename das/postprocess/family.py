@@ -21,7 +21,7 @@ import pyarrow.compute as pc
 from das.errors import InternalError, UserError
 from das.postprocess.parent import UNBOUNDED, FixedQuery, Measurement, ParentProblem
 from das.postprocess.solvers import solver_named
-from das.postprocess.target import blue_weights
+from das.postprocess.target import blue_weights, level_target
 from das.spec.config import Config
 from das.spec.schema import Query, Schema
 
@@ -54,7 +54,9 @@ class LevelPlan:
     schema: Schema
     failsafe: bool
     combine_totals: bool
-    target: str  # "blue": fit the children's BLUE (das.postprocess.target); or "measurements"
+    #: "blue": the passes after the total pass fit the children's BLUE; "measurements": every
+    #: pass fits their noisy answers (the leaf level always: das.postprocess.target).
+    target: str
     solver: str  # a name in das.postprocess.solvers.SOLVERS
     mip_gap: float
     mip_time_limit: float
@@ -76,7 +78,7 @@ def level_plan(config: Config, level: str) -> LevelPlan:
         schema=config.schema,
         failsafe=config.file.postprocess.failsafe,
         combine_totals=config.file.postprocess.combine_totals,
-        target=config.file.postprocess.target,
+        target=level_target(config, level),
         solver=config.file.postprocess.solver,
         mip_gap=config.file.postprocess.mip_gap,
         mip_time_limit=config.file.postprocess.mip_time_limit,
@@ -91,6 +93,10 @@ class FamilyResult:
     failsafe: str | None  # what the failsafe relaxed in each pass; None if it was not used
     mip_gap: float  # largest relative gap of a pass's rounding to its proven bound
 
+
+#: The children's BLUE per query (children x cells) and its variances, as the estimate
+#: wrote them (das.postprocess.target).
+Blue = tuple[dict[str, np.ndarray], dict[str, np.ndarray]]
 
 #: The columns of a family's children from ``das.postprocess.below``.
 BELOW, BELOW_VARIANCE = "below", "below_variance"
@@ -240,19 +246,22 @@ def _pass_problem(
     bounds: Bounds,
     totals: np.ndarray | None,
     fixed: tuple[FixedQuery, ...],
-    variances: dict[str, np.ndarray] | None = None,
+    blue: Blue | None = None,
     below: Below | None = None,
 ) -> ParentProblem:
     """One pass of the family: its queries' answers to fit, under every constraint.
-    ``variances`` given: ``answers`` are the BLUE, weighted by them (das.postprocess.target).
-    ``below`` given: the total pass also fits what each child's subtree measured."""
+    ``blue`` given: a pass other than the ``total``-only one fits the children's BLUE,
+    weighted by its variances (das.postprocess.target). ``below`` given: the total pass
+    also fits what each child's subtree measured."""
     groups, lower, upper = bounds
     by_name = {q.name: q for q in plan.queries}
     child_weights = None
-    if variances is not None:
+    if blue is not None and pass_queries != ("total",):
+        estimates, variances = blue
         child_weights, row_weights = blue_weights(variances, pass_queries)
         measurements = tuple(
-            Measurement(q, by_name[q].matrix, 1.0, answers[q], row_weights[q]) for q in pass_queries
+            Measurement(q, by_name[q].matrix, 1.0, estimates[q], row_weights[q])
+            for q in pass_queries
         )
     else:
         # Dividing every weight of the pass by the largest leaves the minimiser unchanged and
@@ -290,12 +299,13 @@ def solve_family(
     answers: dict[str, np.ndarray],
     units: np.ndarray,
     totals: np.ndarray | None,
-    variances: dict[str, np.ndarray] | None = None,
+    blue: Blue | None = None,
     below: Below | None = None,
 ) -> FamilyResult:
-    """Solve one parent's children through every pass (see ``FamilyResult``); with
-    ``variances``, ``answers`` are the children's BLUE and the fit is weighted by them;
-    with ``below``, the total pass also fits what the children's subtrees measured."""
+    """Solve one parent's children through every pass (see ``FamilyResult``) from their
+    noisy ``answers``; with ``blue``, the passes after the ``total``-only one fit the
+    children's BLUE instead, weighted by its variances; with ``below``, the total pass
+    also fits what the children's subtrees measured."""
     bounds = facility_bounds(plan.schema, units)
     by_name = {q.name: q for q in plan.queries}
     solve = solver_named(plan.solver)
@@ -315,7 +325,7 @@ def solve_family(
             bounds,
             totals,
             tuple(fixed),
-            variances,
+            blue,
             below,
         )
         solution = solve(
@@ -365,13 +375,16 @@ def family_rows(plan: LevelPlan, group: pa.Table, parent: np.ndarray | None) -> 
     order = pc.sort_indices(group, [("geocode", "ascending")]).to_numpy()
     if not np.array_equal(order, np.arange(group.num_rows)):  # Spark's groups have no order;
         group = group.take(order)  # family_table's are sorted already (no copy needed)
-    answers = {q.name: _matrix(group, f"q{i}", np.float64) for i, q in enumerate(plan.queries)}
-    variances = None
-    if plan.target == "blue":  # the variances' columns follow the estimates' (target_names)
-        k = len(plan.queries)
-        variances = {
-            q.name: _matrix(group, f"q{k + i}", np.float64) for i, q in enumerate(plan.queries)
+    k = len(plan.queries)
+
+    def per_query(first: int) -> dict[str, np.ndarray]:
+        return {
+            q.name: _matrix(group, f"q{first + i}", np.float64) for i, q in enumerate(plan.queries)
         }
+
+    answers = per_query(0)
+    # the BLUE's columns follow the noisy answers', then its variances' (target_names)
+    blue = (per_query(k), per_query(2 * k)) if plan.target == "blue" else None
     units = _matrix(group, "units", np.int64)
     totals = group.column("total").to_numpy().astype(np.int64) if plan.totals_invariant else None
     below = None
@@ -380,7 +393,7 @@ def family_rows(plan: LevelPlan, group: pa.Table, parent: np.ndarray | None) -> 
             pc.fill_null(group.column(BELOW), np.nan).to_numpy().astype(np.float64),
             pc.fill_null(group.column(BELOW_VARIANCE), np.nan).to_numpy().astype(np.float64),
         )
-    result = solve_family(plan, parent, answers, units, totals, variances, below)
+    result = solve_family(plan, parent, answers, units, totals, blue, below)
     seconds = time.perf_counter() - start
     counts = result.counts
     children = counts.shape[0]

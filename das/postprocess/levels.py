@@ -1,7 +1,7 @@
 """The top-down pass on Spark: the root alone, then each parent with all its children, level by level.
 
 Every solve reads only public inputs: the noisy measurements (read back from the NMF on
-disk) or their BLUE (``estimates/``, with ``postprocess.target = "blue"``), the parent's
+disk) and, with ``postprocess.target = "blue"``, their BLUE (``estimates/``), the parent's
 already-protected histogram, and the invariants (unit counts per geounit, and the true
 totals at the levels where the configuration holds them exact).
 Per-parent problems are solved on the executors (children grouped by parent and joined
@@ -35,7 +35,7 @@ from das.postprocess.family import (
 )
 from das.postprocess.from_files import by_files, covers
 from das.postprocess.report import LevelReport
-from das.postprocess.target import VARIANCE_SUFFIX, target_names
+from das.postprocess.target import ESTIMATE_SUFFIX, VARIANCE_SUFFIX, target_names
 from das.privacy.measure import level_measurements
 from das.spark.marks import RunMode
 from das.spark.storage import exists
@@ -53,24 +53,22 @@ def _names(plan: LevelPlan) -> list[str]:
     return target_names([q.name for q in plan.queries], plan.target == "blue")
 
 
-def blue_targets(spark: SparkSession, path: str) -> DataFrame:
-    """``estimates/`` (level, geocode, query, estimates, variances) in the NMF's shape
-    (level, geocode, query, values): each query's estimates under its name, its variances
-    under ``variance_name``, so the families are gathered exactly as from the NMF."""
+def with_blue(nmf: DataFrame, spark: SparkSession, path: str) -> DataFrame:
+    """The NMF's rows (level, geocode, query, values) and, in the same shape, those of
+    ``estimates/`` (``path``): each query's estimates under ``estimate_name``, its variances
+    under ``variance_name``, so a family's BLUE is gathered with its noisy answers."""
     frame = spark.read.parquet(path)
     keys = [F.col("level"), F.col("geocode")]
-    estimates = frame.select(*keys, "query", F.col("estimates").alias("values"))
-    variances = frame.select(
-        *keys,
-        F.concat(F.col("query"), F.lit(VARIANCE_SUFFIX)).alias("query"),
-        F.col("variances").alias("values"),
-    )
-    return estimates.unionByName(variances)
+    rows = [nmf.select(*keys, "query", "values")]
+    for suffix, column in ((ESTIMATE_SUFFIX, "estimates"), (VARIANCE_SUFFIX, "variances")):
+        name = F.concat(F.col("query"), F.lit(suffix)).alias("query")
+        rows.append(frame.select(*keys, name, F.col(column).alias("values")))
+    return rows[0].unionByName(rows[1]).unionByName(rows[2])
 
 
 def children_frame(nmf: DataFrame, histograms: LevelHistograms, plan: LevelPlan) -> DataFrame:
     """One row per geounit of the level: its noisy answers per query (``nmf``: the NMF or
-    ``blue_targets``), units, (invariant) total."""
+    ``with_blue``), units, (invariant) total."""
     pivot = level_measurements(nmf, plan.level, _names(plan))
     return pivot.join(_invariants(histograms, plan), "geocode", "inner")
 
@@ -120,7 +118,8 @@ def solve_level(
     this level, on the executors (see ``_by_size``, ``_by_hash`` and
     ``das.postprocess.from_files`` for how the families are brought together). ``below``:
     the children's subtree totals (``das.postprocess.below``); ``exchanged``: the NMF's rows
-    in the estimate's files (``nmf`` must then be the NMF, not the BLUE)."""
+    in the estimate's files, read instead of ``nmf`` at a level that fits the measurements.
+    ``nmf``: the NMF's rows, with the BLUE's (``with_blue``) where the level fits it."""
     plan = level_plan(config, histograms.level.name)
     parent_of = partial(with_parent, histograms=histograms, parent=parent_level)
     invariants = _invariants(histograms, plan)
@@ -150,10 +149,9 @@ def solve_level(
     partitions = config.file.spark.shuffle_partitions
     if parent_count > SIZE_ORDER_MAX_PARENTS * partitions:
         parent_index = config.geography.names.index(parent_level.name)
-        if exchanged is not None and histograms.parents is None and covers(exchanged, parent_index):
-            return by_files(
-                children, plan.level, exchanged, parent_level.length, _names(plan), solve
-            )
+        files = exchanged if plan.target == "measurements" else None  # the NMF's rows only
+        if files is not None and histograms.parents is None and covers(files, parent_index):
+            return by_files(children, plan.level, files, parent_level.length, _names(plan), solve)
         return _by_hash(nmf, children, plan, parent_of, solve)
     return _by_size(nmf, children, plan, partitions if parent_count > 1 else None, solve)
 
@@ -204,14 +202,17 @@ def _by_hash(
     (``family_table``): pivoting in Spark first shuffled every noisy answer twice, by
     geounit and then by parent.
     """
+    names = _names(plan)
     answers = parent_of(
-        nmf.filter(F.col("level") == plan.level).select("geocode", "query", "values")
+        nmf.filter((F.col("level") == plan.level) & F.col("query").isin(names)).select(
+            "geocode", "query", "values"
+        )
     ).select("parent", "geocode", "query", "values")
     return (
         answers.groupBy("parent")
         .cogroup(children.groupBy("parent"))
         .applyInArrow(
-            lambda rows, family: solve(family_table(rows, family, _names(plan))), SOLUTION_SCHEMA
+            lambda rows, family: solve(family_table(rows, family, names)), SOLUTION_SCHEMA
         )
     )
 

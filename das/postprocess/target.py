@@ -1,17 +1,25 @@
 """What each family's L2 fit targets: the noisy measurements, or the tree-wide BLUE.
 
-With ``postprocess.target = "blue"`` every pass fits the children's best linear unbiased
-estimates (``estimates/``, written by ``das.estimate`` from the public NMF and invariants
-only, so this is post-processing) instead of their noisy answers, each (child, query row)
-weighted by the inverse of its estimate's variance. The structured solver needs one
-Hessian per family up to a scale per child, so the weights are factored as
-child_weights[c] x row_weights[query][row] (``blue_weights``): exact for the ``total``
-pass (one row per child), and at the block level (siblings that are leaves have the same
-covariance); elsewhere the least-squares fit of the log precisions, whose worst error
-``factor_error`` reports.
+With ``postprocess.target = "blue"`` the passes after the ``total``-only pass fit the
+children's best linear unbiased estimates (``estimates/``, written by ``das.estimate`` from
+the public NMF and invariants only, so this is post-processing) instead of their noisy
+answers, each (child, query row) weighted by the inverse of its estimate's variance. What
+the BLUE adds to a child's own answers is what its subtree measured below it (the parent's
+share reaches the fit anyway, through the parent's solution it must add up to). Two
+places keep the measurements, because there the BLUE loses more than it adds
+(docs/accuracy.md):
 
-The BLUE's ``total`` already combines every query's information, so
-``postprocess.combine_totals`` does not apply to it.
+- the leaf level (``level_target``): a block has no subtree, and its BLUE spreads people
+  over the cells the fit knows to be empty (structural zeros, facility types the block has
+  no unit of, the parent's zero cells), which the public files do not say;
+- the ``total``-only pass: ``postprocess.combine_totals`` and ``subtree_totals`` give each
+  child's total from its own answers and its subtree's, leaving those known zeros out
+  (``das.postprocess.below``), which the BLUE's total cannot.
+
+The structured solver needs one Hessian per family up to a scale per child, so the weights
+are factored as child_weights[c] x row_weights[query][row] (``blue_weights``): exact where
+siblings have the same covariance; elsewhere the least-squares fit of the log precisions,
+whose worst error ``factor_error`` reports.
 """
 
 from __future__ import annotations
@@ -24,8 +32,13 @@ from das.errors import UserError
 from das.input.files import coded_levels, data_files, geography_path, read_footer
 from das.spec.config import Config
 
-#: The pseudo-query name under which a query's variances travel beside its estimates.
-VARIANCE_SUFFIX = "/variance"
+#: The pseudo-query names under which a query's BLUE and its variances travel beside its
+#: noisy answers.
+ESTIMATE_SUFFIX, VARIANCE_SUFFIX = "/blue", "/variance"
+
+
+def estimate_name(query: str) -> str:
+    return f"{query}{ESTIMATE_SUFFIX}"
 
 
 def variance_name(query: str) -> str:
@@ -33,9 +46,20 @@ def variance_name(query: str) -> str:
 
 
 def target_names(queries: Sequence[str], blue: bool) -> list[str]:
-    """The names pivoted per child: the queries, then (BLUE) their variances' names."""
+    """The names pivoted per child: the queries (their noisy answers), then (BLUE) their
+    estimates' names and their variances'."""
     names = list(queries)
-    return names + [variance_name(q) for q in queries] if blue else names
+    if not blue:
+        return names
+    return names + [estimate_name(q) for q in queries] + [variance_name(q) for q in queries]
+
+
+def level_target(config: Config, level: str) -> str:
+    """The target of ``level``'s families: the configured one, but the measurements at the
+    leaf level (see the module's docstring)."""
+    if level == config.geography.block.name:
+        return "measurements"
+    return config.file.postprocess.target
 
 
 def check_target(config: Config, coded: Sequence[str]) -> None:

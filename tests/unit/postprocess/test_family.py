@@ -25,7 +25,8 @@ ROOT = Path(__file__).resolve().parents[3]
 
 def _family(seed: int = 0, children: int = 3):
     """A parent split into children with a few GQ facilities, and noisy answers of its queries."""
-    config = load_config(ROOT / "configs" / "demo.toml", overrides=["budget.rho='1/2'"], seed=1)
+    overrides = ["budget.rho='1/2'", "postprocess.target='measurements'"]  # _blue_plan: blue
+    config = load_config(ROOT / "configs" / "demo.toml", overrides=overrides, seed=1)
     schema = config.schema
     rng = np.random.default_rng(seed)
     live = rng.choice(np.flatnonzero(~schema.structural_zero_mask), 40, replace=False)
@@ -239,3 +240,67 @@ def test_a_single_child_inherits_its_parent():
     result = solve_family(plan, truth[0], answers, units, totals=None)
     assert np.array_equal(result.counts[0], truth[0])
     assert result.failsafe is None
+
+
+def _blue_plan(plan, **changes):
+    return type(plan)(**{**plan.__dict__, "target": "blue", **changes})
+
+
+def test_with_the_blue_the_total_pass_still_fits_the_noisy_answers():
+    """The BLUE's total is wrong on purpose (everyone in the first child): the totals come
+    from the noisy answers (exact here) all the same, and the later passes from the BLUE."""
+    plan, truth, _, units = _family(seed=7)
+    plan = _blue_plan(plan)
+    exact = _exact_answers(plan, truth)
+    estimates = {**exact, "total": np.zeros_like(exact["total"])}
+    estimates["total"][0] = truth.sum()
+    variances = {name: np.ones_like(value) for name, value in exact.items()}
+    counts = solve_family(plan, truth.sum(axis=0), exact, units, None, (estimates, variances))
+    assert np.array_equal(counts.counts, truth)
+
+
+def test_with_the_blue_the_later_passes_fit_it_and_not_the_noisy_answers():
+    """Noisy answers, an exact BLUE: the total pass (the total query alone here) is exact,
+    and so is every later pass, which fits the BLUE; fitted to the noisy answers, the same
+    family is not."""
+    plan, truth, answers, units = _family(seed=8)
+    plan = _blue_plan(plan, combine_totals=False)
+    exact = _exact_answers(plan, truth)
+    answers = {**answers, "total": exact["total"]}
+    variances = {name: np.ones_like(value) for name, value in exact.items()}
+    parent = truth.sum(axis=0)
+    blue = solve_family(plan, parent, answers, units, None, (exact, variances)).counts
+    assert np.array_equal(blue, truth)
+    plain = solve_family(
+        type(plan)(**{**plan.__dict__, "target": "measurements"}), parent, answers, units, None
+    )
+    assert not np.array_equal(plain.counts, truth)
+
+
+def test_family_rows_read_the_noisy_answers_then_the_blue_then_its_variances():
+    plan, truth, answers, units = _family(seed=9)
+    plan = _blue_plan(plan)
+    rng = np.random.default_rng(9)
+    estimates = {k: v + rng.normal(0, 0.5, v.shape) for k, v in _exact_answers(plan, truth).items()}
+    variances = {k: rng.uniform(0.5, 2.0, v.shape) for k, v in estimates.items()}
+    k = len(plan.queries)
+    columns = {}
+    for j, source in enumerate((answers, estimates, variances)):
+        for i, q in enumerate(plan.queries):
+            columns[f"q{k * j + i}"] = [list(r) for r in source[q.name]]
+    group = pa.table(
+        {
+            "geocode": ["a", "b", "c"],
+            "units": [list(u) for u in units],
+            "total": [0, 0, 0],
+            **columns,
+        }
+    )
+    rows = family_rows(plan, group, truth.sum(axis=0))
+    expected = solve_family(plan, truth.sum(axis=0), answers, units, None, (estimates, variances))
+    dense = np.zeros_like(expected.counts)
+    for child, (cells, counts) in enumerate(
+        zip(rows.column("cells").to_pylist(), rows.column("counts").to_pylist(), strict=True)
+    ):
+        dense[child, cells] = counts
+    assert np.array_equal(dense, expected.counts)

@@ -16,6 +16,7 @@ from das.postprocess.target import (
     check_target,
     check_target_files,
     factor_error,
+    level_target,
     target_names,
 )
 from das.spec.config import load_config
@@ -62,14 +63,28 @@ def test_a_zero_variance_counts_as_the_smallest_positive_one():
     assert np.isfinite(rows["total"]).all()
 
 
-def test_target_names_add_the_variances_for_the_blue():
+def test_target_names_add_the_estimates_and_variances_for_the_blue():
     assert target_names(["total", "hhgq"], blue=False) == ["total", "hhgq"]
     assert target_names(["total", "hhgq"], blue=True) == [
         "total",
         "hhgq",
+        "total/blue",
+        "hhgq/blue",
         "total/variance",
         "hhgq/variance",
     ]
+
+
+def test_the_leaf_level_fits_the_measurements_whatever_the_target():
+    blue = load_config(PRODUCTION, overrides=["postprocess.target='blue'"])
+    assert [level_target(blue, name) for name in blue.geography.names] == [
+        *["blue"] * 5,
+        "measurements",
+    ]
+    measurements = load_config(PRODUCTION, overrides=["postprocess.target='measurements'"])
+    assert {level_target(measurements, name) for name in measurements.geography.names} == {
+        "measurements"
+    }
 
 
 BLUE_REFUSED = (
