@@ -17,6 +17,7 @@ from das.job.preflight import RunPaths, check_apart, check_input_dir, check_new_
 from das.job.record import FINGERPRINT_JSON, RUN_JSON
 from das.output.certificate import LevelBudget, Privacy, privacy_section
 from das.postprocess.solvers import check_solver
+from das.postprocess.target import level_target
 from das.spec.config import Config
 
 
@@ -105,6 +106,25 @@ def _unused_lines(privacy: Privacy) -> list[str]:
     ]
 
 
+def fit_description(config: Config) -> str:
+    """What the families fit, pass by pass, as the configuration's postprocess section says."""
+    post = config.file.postprocess
+    if not post.combine_totals:
+        total = "the total query alone (the 2020 rule)"
+    elif post.subtree_totals:
+        total = "every query's sum, combined with the subtree's"
+    else:
+        total = "every query's sum"
+    fitted = [level_target(config, name) == "blue" for name in config.geography.names]
+    others = "the noisy answers"
+    if any(fitted):
+        above = [name for name, blue in zip(config.geography.names, fitted, strict=True) if blue]
+        others = f"the BLUE (estimates/) at {', '.join(above)}; the noisy answers below"
+    if ("total",) not in config.passes:
+        return f"every pass: {others}"
+    return f"the total pass: {total}; the other passes: {others}"
+
+
 def render_plan(config: Config, paths: RunPaths) -> str:
     """The dry run's text: levels, queries, rho per level and query, epsilon, the outputs."""
     privacy = privacy_section(config)
@@ -114,6 +134,7 @@ def render_plan(config: Config, paths: RunPaths) -> str:
         f"config:  {config.path}; schema {config.schema.name} ({config.schema.size} cells)",
         f"input:   {paths.input}",
         f"noise:   {noise_source(config)}",
+        f"fit:     {fit_description(config)}",
         "",
         f"  {'level / query':<38}{'rho (exact)':>26}  rho",
     ]

@@ -107,3 +107,21 @@ def test_the_plan_checks_the_paths_as_a_run_does_before_spark(tmp_path: Path):
     with pytest.raises(UserError, match=r"^--input .*/none does not exist"):
         check_plan(config, run_paths(str(tmp_path / "none"), str(tmp_path / "new")), False)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["full", "in"]  # nothing written
+
+
+def test_the_plan_says_what_the_families_fit():
+    blue = render_plan(load_config(DEMO, seed=1), run_paths("in", "out"))
+    assert (
+        "\nfit:     the total pass: every query's sum, combined with the subtree's; the other "
+        "passes: the BLUE (estimates/) at us, state, county, tract, block_group; the noisy "
+        "answers below\n"
+    ) in blue
+    rule = load_config(
+        DEMO,
+        overrides=["postprocess.target='measurements'", "postprocess.combine_totals=false"],
+        seed=1,
+    )
+    assert (
+        "\nfit:     the total pass: the total query alone (the 2020 rule); the other passes: "
+        "the noisy answers\n"
+    ) in render_plan(rule, run_paths("in", "out"))
