@@ -49,8 +49,15 @@ SOLUTION_SCHEMA = from_arrow_schema(SOLUTION_ARROW)
 
 
 def _names(plan: LevelPlan) -> list[str]:
-    """The pivot's columns q0, q1, ...: the queries, then (target BLUE) their variances."""
+    """The pivot's columns q0, q1, ...: the queries, then (target BLUE) their estimates'
+    and their variances' names."""
     return target_names([q.name for q in plan.queries], plan.target == "blue")
+
+
+def _answers(nmf: DataFrame, plan: LevelPlan) -> DataFrame:
+    """The level's rows of ``nmf`` that its families fit: a level that fits the noisy
+    answers leaves the BLUE's rows of ``with_blue`` out."""
+    return nmf.filter((F.col("level") == plan.level) & F.col("query").isin(_names(plan)))
 
 
 def with_blue(nmf: DataFrame, spark: SparkSession, path: str) -> DataFrame:
@@ -69,7 +76,7 @@ def with_blue(nmf: DataFrame, spark: SparkSession, path: str) -> DataFrame:
 def children_frame(nmf: DataFrame, histograms: LevelHistograms, plan: LevelPlan) -> DataFrame:
     """One row per geounit of the level: its noisy answers per query (``nmf``: the NMF or
     ``with_blue``), units, (invariant) total."""
-    pivot = level_measurements(nmf, plan.level, _names(plan))
+    pivot = level_measurements(_answers(nmf, plan), plan.level, _names(plan))
     return pivot.join(_invariants(histograms, plan), "geocode", "inner")
 
 
@@ -178,7 +185,7 @@ def _by_size(
     ``partitions`` None: the level has one parent (a state's counties), so there is nothing
     to order, and the range partitioner's sampling pass is skipped.
     """
-    pivot = level_measurements(nmf, plan.level, _names(plan))
+    pivot = level_measurements(_answers(nmf, plan), plan.level, _names(plan))
     family = children.join(pivot, "geocode", "inner").withColumn(
         "parent_size", F.size("parent_cells")
     )
@@ -203,11 +210,9 @@ def _by_hash(
     geounit and then by parent.
     """
     names = _names(plan)
-    answers = parent_of(
-        nmf.filter((F.col("level") == plan.level) & F.col("query").isin(names)).select(
-            "geocode", "query", "values"
-        )
-    ).select("parent", "geocode", "query", "values")
+    answers = parent_of(_answers(nmf, plan).select("geocode", "query", "values")).select(
+        "parent", "geocode", "query", "values"
+    )
     return (
         answers.groupBy("parent")
         .cogroup(children.groupBy("parent"))
