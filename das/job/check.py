@@ -33,6 +33,9 @@ from das.spark.session import SparkSetting, spark_session
 from das.spec.config import Config
 from das.spec.geography import Level
 
+#: The tables a summary lists, in its order (the geography file last, where there is one).
+_NAMES = (*(t.name for t in TABLES), GEOGRAPHY.name)
+
 
 @dataclass(frozen=True)
 class CheckSummary:
@@ -93,10 +96,6 @@ def check_only(
     ]
     seconds = before_spark + time.perf_counter() - start
     return _summary(config, input_dir, tables_read, geounits, seconds)
-
-
-#: The tables a summary lists, in its order (the geography file last, where there is one).
-_NAMES = (*(t.name for t in TABLES), GEOGRAPHY.name)
 
 
 def _summary(

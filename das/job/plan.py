@@ -115,11 +115,10 @@ def fit_description(config: Config) -> str:
         total = "every query's sum, combined with the subtree's"
     else:
         total = "every query's sum"
-    fitted = [level_target(config, name) == "blue" for name in config.geography.names]
+    blue = [name for name in config.geography.names if level_target(config, name) == "blue"]
     others = "the noisy answers"
-    if any(fitted):
-        above = [name for name, blue in zip(config.geography.names, fitted, strict=True) if blue]
-        others = f"the BLUE (estimates/) at {', '.join(above)}; the noisy answers below"
+    if blue:
+        others = f"the BLUE (estimates/) at {', '.join(blue)}; the noisy answers below"
     if ("total",) not in config.passes:
         return f"every pass: {others}"
     return f"the total pass: {total}; the other passes: {others}"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import numpy as np
@@ -243,7 +244,7 @@ def test_a_single_child_inherits_its_parent():
 
 
 def _blue_plan(plan, **changes):
-    return type(plan)(**{**plan.__dict__, "target": "blue", **changes})
+    return dataclasses.replace(plan, target="blue", **changes)
 
 
 def test_with_the_blue_the_total_pass_still_fits_the_noisy_answers():
@@ -272,7 +273,7 @@ def test_with_the_blue_the_later_passes_fit_it_and_not_the_noisy_answers():
     blue = solve_family(plan, parent, answers, units, None, (exact, variances)).counts
     assert np.array_equal(blue, truth)
     plain = solve_family(
-        type(plan)(**{**plan.__dict__, "target": "measurements"}), parent, answers, units, None
+        dataclasses.replace(plan, target="measurements"), parent, answers, units, None
     )
     assert not np.array_equal(plain.counts, truth)
 
