@@ -146,7 +146,6 @@ def _run(
     )
     exchanged = None  # the NMF's rows by subtree, as the estimate left them for the solves
     with phase(progress, "estimate"):  # the BLUE, from the public NMF and invariants only
-        write_run_invariants(spark, config, histograms, output)
         if coded:  # das.estimate finds a geounit's parent by GEOID prefix
             log.warning(
                 "estimate: not computed: the geography file gives parents that are not "
@@ -201,8 +200,9 @@ def measure(
     resume: bool,
     progress: Progress,
 ) -> tuple[DataFrame, str, pd.DataFrame | None]:
-    """Write the NMF (or keep a finished one when resuming) and read it back from disk;
-    also the noisy answers' error sums for the metrics (saved at once, confidential)."""
+    """Write the public measurements: the NMF (or keep a finished one when resuming), read
+    back from disk, and ``invariants/``; also the noisy answers' error sums for the metrics
+    (saved at once, confidential)."""
     path = f"{paths.output}/nmf"
     confidential = paths.confidential
     rng, noise_source = noise_generator(config)
@@ -214,6 +214,7 @@ def measure(
                 "measure: the run being resumed saved no error sums of its noisy "
                 "measurements; the metrics will report the protected output only"
             )
+        write_run_invariants(spark, config, histograms, paths.output)  # unless complete
     else:
         counter = progress.counter()
         with phase(progress, "measure", sum(geounits.values()), counter):
@@ -221,6 +222,7 @@ def measure(
                 histograms, config, rng, path, counter, noise_errors(config.schema)
             )
             write_measurement_errors(spark, measurement, confidential)
+            write_run_invariants(spark, config, histograms, paths.output)
     return read_nmf(spark, path), noise_source, measurement
 
 

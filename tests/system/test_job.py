@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -13,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
+import pyarrow.parquet as pq
 import pytest
 
 from das.job.run import run_job
@@ -44,6 +46,14 @@ def _file_bytes(directory: Path) -> dict[str, bytes]:
         for p in sorted(directory.rglob("*"))
         if p.is_file()
     }
+
+
+def _rows(directory: Path) -> list[dict[str, object]]:
+    return (
+        pq.read_table(directory)
+        .sort_by([("level", "ascending"), ("geocode", "ascending")])
+        .to_pylist()
+    )
 
 
 PRODUCTION = "run.production=true"
@@ -117,11 +127,16 @@ def test_killed_in_production_mode_then_resumed_gives_a_valid_run(
 
     # A kill between the NMF's _SUCCESS and the saving of its error sums leaves no sums: a
     # run resumed then reports the protected output alone, and says so.
+    # Nor, killed before it, invariants/ (written in the measure phase, after the NMF): the
+    # resumed run writes it, the same rows.
     (secret / "measurement_errors.csv").unlink()
+    invariants = _rows(output / "invariants")
+    shutil.rmtree(output / "invariants")
     caplog.clear()
     with caplog.at_level(logging.WARNING, logger="das.run"):
         run_job(config, str(demo_input), str(output), True, spark)
     assert "saved no error sums of its noisy measurements" in caplog.text
+    assert _rows(output / "invariants") == invariants != []
     metrics = pd.read_csv(secret / "metrics.csv")
     assert set(metrics["source"]) == {"protected"}
     assert _file_bytes(output / "nmf") == run.nmf_before
