@@ -148,13 +148,22 @@ def cost_lines(cost: pd.DataFrame) -> list[str]:
         values = cost[column] * scale
         return f"{values.mean():.{digits}f} [{values.min():.{digits}f}, {values.max():.{digits}f}]"
 
-    return [
+    lines = [
         f"Over the {len(cost)} runs ({', '.join(sorted(set(cost['variant'])))}; "
         "the pass is the same in every variant): the `estimate` phase took "
         f"{spread('estimate_s')} s of the job's {spread('job_s')} s (the sum of its timed "
         f"phases, from each run's certificate), {spread('share', 100)} % "
         "(mean [min, max]; local[2] on a shared 2-core machine: wall seconds).",
     ]
+    timed = cost.dropna(subset=["wall_s"])
+    if not timed.empty:
+        lines.append(
+            f"\nOf the wall time of the job's process (`das run`, from its start to its exit: "
+            f"Spark's start and the checks before the first phase too), over the {len(timed)} "
+            f"runs the benchmark timed: {spread('wall_s')} s, "
+            f"the estimate {spread('wall_share', 100)} %."
+        )
+    return lines
 
 
 def document(

@@ -91,6 +91,12 @@ def confidential_dir(run: Path) -> Path:
     return run.parent / f"{run.name}-confidential"
 
 
+def wall_file(run: Path) -> Path:
+    """Where ``run_one`` keeps the wall seconds of a run it made in one go (the job's
+    process, Spark's start included: more than the certificate's phases)."""
+    return run.parent / f"{run.name}.wall.json"
+
+
 def finished(run: Path) -> bool:
     return (run / "certificate.json").exists() and (confidential_dir(run) / "metrics.csv").exists()
 
@@ -146,13 +152,17 @@ def run_one(work: Path, variant: Variant, seed: int, input_dir: Path, config: st
     print(f"running {variant.name} seed {seed}: {' '.join(command)}", flush=True)
     start = time.perf_counter()
     log_path = run.parent / f"seed{seed}.log"
+    wall_file(run).unlink(missing_ok=True)
     with open(log_path, "a") as log:
         done = subprocess.run(command, cwd=REPO_ROOT, stdout=log, stderr=subprocess.STDOUT)
     if done.returncode != 0:  # the other runs go on: each is worth its hour
         print(f"{variant.name} seed {seed} failed (exit {done.returncode}): {log_path}", flush=True)
         return None
     check_settings(run, variant)
-    return time.perf_counter() - start
+    wall = time.perf_counter() - start
+    if "--resume" not in command:  # a resumed run's wall is only its last part
+        wall_file(run).write_text(json.dumps({"wall_s": wall}) + "\n")
+    return wall
 
 
 def ri_input(work: Path) -> Path:
@@ -178,6 +188,8 @@ class Runs:
     seeds: list[int]
     info: dict[str, Any]
     certificates: dict[tuple[str, int], dict[str, Any]]
+    #: The wall seconds of the runs made in one go by ``run_one`` (``wall_file``).
+    walls: dict[tuple[str, int], float]
     #: The runs' input_fingerprint.json (confidential: not for the results file).
     fingerprint: str
 
@@ -200,11 +212,14 @@ def load_runs(work: Path, seeds: Sequence[int]) -> Runs:
     if not variants:
         raise SystemExit(f"{work}: no variant has a finished run for every seed {list(seeds)}")
     frames, certificates, settings, fingerprints = [], {}, set(), set()
+    walls: dict[tuple[str, int], float] = {}
     for variant, seed, run in found:
         if variant.name not in variants:
             continue
         certificate = json.loads((run / "certificate.json").read_text())
         certificates[(variant.name, seed)] = certificate
+        if wall_file(run).exists():
+            walls[(variant.name, seed)] = json.loads(wall_file(run).read_text())["wall_s"]
         config = certificate["config"]
         same = {k: v for k, v in config.items() if k not in ("postprocess", "run")}
         settings.add(json.dumps({**same, "run": {**config["run"], "seed": None}}, sort_keys=True))
@@ -228,7 +243,9 @@ def load_runs(work: Path, seeds: Sequence[int]) -> Runs:
     }
     levels = [name for name, _ in certificate["config"]["geography"]["levels"]]
     errors = pd.concat(frames, ignore_index=True)
-    return Runs(errors, levels, variants, list(seeds), info, certificates, fingerprints.pop())
+    return Runs(
+        errors, levels, variants, list(seeds), info, certificates, walls, fingerprints.pop()
+    )
 
 
 # ---- the BLUE -----------------------------------------------------------------------------

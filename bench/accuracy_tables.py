@@ -195,15 +195,22 @@ def _bias_goal(table: pd.DataFrame, by: str, present: set[str]) -> Goal:
 
 
 # ---- cost and coverage --------------------------------------------------------------------
-def estimate_cost(certificates: Mapping[tuple[str, int], dict[str, Any]]) -> pd.DataFrame:
-    """Per run: the estimate phase's seconds, the job's (sum of its timed phases), the share."""
+def estimate_cost(
+    certificates: Mapping[tuple[str, int], dict[str, Any]],
+    walls: Mapping[tuple[str, int], float] | None = None,
+) -> pd.DataFrame:
+    """Per run: the estimate phase's seconds, the job's (sum of its timed phases), the
+    share; and where the run's process was timed (``walls``), its wall seconds and the
+    share of those (NaN where not)."""
     rows = []
     for (variant, seed), certificate in certificates.items():
         timings = certificate.get("timings_seconds", {})
         if "estimate" in timings:
-            job = sum(timings.values())
-            rows.append([variant, seed, timings["estimate"], job, timings["estimate"] / job])
-    return pd.DataFrame(rows, columns=["variant", "seed", "estimate_s", "job_s", "share"])
+            job, wall = sum(timings.values()), (walls or {}).get((variant, seed), np.nan)
+            estimate = timings["estimate"]
+            rows.append([variant, seed, estimate, job, estimate / job, wall, estimate / wall])
+    columns = ["variant", "seed", "estimate_s", "job_s", "share", "wall_s", "wall_share"]
+    return pd.DataFrame(rows, columns=columns)
 
 
 def coverage_rows(results: Mapping[str, Any], levels: Sequence[str]) -> list[list[object]]:

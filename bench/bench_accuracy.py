@@ -75,7 +75,7 @@ def build_tables(runs: Runs, errors: pd.DataFrame) -> dict[str, Any]:
         "size": bias["size_bin"],
         "cross": {v: tables.cross_table(errors, v) for v in runs.variants},
         "goals": tables.goals(levels, bias, tables.whole_levels(errors)),
-        "cost": tables.estimate_cost(runs.certificates),
+        "cost": tables.estimate_cost(runs.certificates, runs.walls),
         "coverage": coverage,
     }
 

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from bench import accuracy_tables as tables
-from bench.accuracy_page import CENSUS, document, level_rows
+from bench.accuracy_page import CENSUS, cost_lines, document, level_rows
 from bench.accuracy_runs import VARIANTS, check_settings, run_dir, supported
 
 LEVELS = ["state", "tract", "block_group"]
@@ -95,9 +95,21 @@ def test_estimate_cost_is_the_estimate_phase_against_the_sum_of_phases():
         ("rule2020", 1): {"timings_seconds": {"read": 30.0}},  # before the estimate pass
     }
     cost = tables.estimate_cost(certificates)
-    assert cost.to_dict("records") == [
+    assert cost.drop(columns=["wall_s", "wall_share"]).to_dict("records") == [
         {"variant": "default", "seed": 1, "estimate_s": 10.0, "job_s": 50.0, "share": 0.2}
     ]
+    assert cost[["wall_s", "wall_share"]].isna().all().all()  # no process timed
+    certificates[("default", 2)] = certificates[("default", 1)]
+    cost = tables.estimate_cost(certificates, {("default", 2): 80.0})
+    assert cost["wall_s"].isna().tolist() == [True, False]
+    assert cost["wall_share"].iloc[1] == 0.125
+    lines = cost_lines(cost)
+    assert "took 10.0 [10.0, 10.0] s of the job's 50.0 [50.0, 50.0] s" in lines[0]
+    assert lines[1] == (
+        "\nOf the wall time of the job's process (`das run`, from its start to its exit: "
+        "Spark's start and the checks before the first phase too), over the 1 runs the "
+        "benchmark timed: 80.0 [80.0, 80.0] s, the estimate 12.5 [12.5, 12.5] %."
+    )
 
 
 def test_the_page_has_the_goals_the_ratio_and_the_census_figures():
