@@ -96,6 +96,7 @@ def test_the_units_product_holds_every_total_and_measures_only_occupancy():
     assert config.total_invariant_level == "block"  # housing units per block: every level
     assert {q.name for qs in config.queries.values() for q in qs} == {"detailed"}
     assert config.queries["block"][0].size == 2  # occupied / vacant: not the total
+    assert config.file.postprocess.target == "blue"  # as the persons' production config
 
 
 def test_a_refused_config_exits_2_before_spark(tmp_path, capsys):
