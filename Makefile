@@ -8,7 +8,7 @@ OUT    ?= out
 SEED   ?= 2020
 PERSONS ?= 200000
 
-.PHONY: install lock lock-check run test test-fast lint docs layout bench bench-e2e bench-coverage bench-accuracy bench-national clean cluster-up cluster-down dist
+.PHONY: install lock lock-check run test test-fast lint docs layout bench bench-e2e bench-coverage bench-accuracy bench-h1 bench-national clean cluster-up cluster-down dist
 
 ## make install: .venv with das (editable) and every dependency at the version constraints.txt
 ## pins, so that the same seed gives the same output on every fresh install (HiGHS and numba
@@ -102,12 +102,19 @@ SCALE ?= 1
 bench-national: install
 	$(BIN)/python -m bench.bench_national --work $(OUT)/national --scale $(SCALE)
 
-## make bench-accuracy: error of each post-processing variant (default, measurements, the 2020
-## rule), of the BLUE and of the noisy measurements over 5 seeds on the RI fixture (built into
-## $(OUT)/accuracy from ../shared/data/real); runs are cached there (15 RI runs, about an hour
-## on 2 cores); regenerates docs/accuracy.md, docs/img/accuracy_*.png, bench/results/accuracy.json.
+## make bench-accuracy: error of each post-processing variant (default, measurements, own
+## totals, the 2020 rule), of the BLUE and of the noisy measurements over 5 seeds on the RI
+## fixture (built into $(OUT)/accuracy from ../shared/data/real); runs are cached there (20 RI
+## runs, about 25 min on 2 cores); regenerates docs/accuracy.md, docs/img/accuracy_*.png and
+## bench/results/accuracy.json.
 bench-accuracy: install
 	$(BIN)/python -m bench.bench_accuracy --work $(OUT)/accuracy --seeds 1 2 3 4 5
+
+## make bench-h1: the occupancy product (configs/h1_2020_production.toml) with its target, the
+## BLUE above the blocks, and with the noisy answers only, over 5 seeds on the RI fixture (runs
+## cached in $(OUT)/h1, about 45 s each); writes bench/results/h1.json.
+bench-h1: install
+	$(BIN)/python -m bench.bench_h1 --work $(OUT)/h1
 
 ## make cluster-up WORKERS=2: a Spark standalone master and workers on 127.0.0.1 (state,
 ## logs and work dirs in $(CLUSTER)); ports: MASTER_PORT, WEBUI_PORT (workers: +1, +2, ...).
