@@ -3,9 +3,10 @@
     python -m bench.profile_family RUN_DIR INPUT_DIR --config CONFIG --level tract [--top 2]
 
 Reads the run's level checkpoints to find the parents that took longest at ``--level``,
-rebuilds exactly the rows their Spark task saw (children's noisy answers, units, totals,
-and the parent's protected counts), solves each again on the driver under cProfile, and
-prints where the time went (cumulative, top functions). This is the tool behind the
+rebuilds exactly the rows their Spark task saw (children's noisy answers, with their BLUE
+where the level fits it, units, totals, and the parent's protected counts), solves each
+again on the driver under cProfile, and prints where the time went (cumulative, top
+functions). This is the tool behind the
 before/after figures in docs/performance.md: a per-family profile, not a whole-run timer.
 """
 
@@ -27,7 +28,7 @@ from pyspark.sql import functions as F
 from das.input.read import geocode_of, read_histograms
 from das.postprocess.below import below_totals
 from das.postprocess.family import family_rows, level_plan
-from das.postprocess.levels import SOLUTION_SCHEMA, checkpoint_path, children_frame
+from das.postprocess.levels import SOLUTION_SCHEMA, checkpoint_path, children_frame, with_blue
 from das.privacy.measure import read_nmf
 from das.spark.session import spark_session
 from das.spec.config import Config, load_config
@@ -55,11 +56,11 @@ def rebuild_families(
     plan = level_plan(config, level)
     histograms = read_histograms(spark, config, input_dir)
     nmf = read_nmf(spark, str(run / "nmf"))
-    frame = children_frame(nmf, histograms[level], plan)
-    if config.file.postprocess.target == "measurements":  # as the job joins them
-        below = below_totals(spark, config, nmf, histograms).get(level)
-        if below is not None:
-            frame = frame.join(F.broadcast(below), "geocode", "left")
+    targets = with_blue(nmf, spark, str(run / "estimates")) if plan.target == "blue" else nmf
+    frame = children_frame(targets, histograms[level], plan)
+    below = below_totals(spark, config, nmf, histograms).get(level)  # as the job joins them
+    if below is not None:
+        frame = frame.join(F.broadcast(below), "geocode", "left")
     children = (
         frame.withColumn("parent", geocode_of("geocode", parent_level.length))
         .filter(F.col("parent").isin(codes))
