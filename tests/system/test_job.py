@@ -126,9 +126,9 @@ def test_killed_in_production_mode_then_resumed_gives_a_valid_run(
     assert "no error sums" not in caplog.text
 
     # A kill between the NMF's _SUCCESS and the saving of its error sums leaves no sums: a
-    # run resumed then reports the protected output alone, and says so.
-    # Nor, killed before it, invariants/ (written in the measure phase, after the NMF): the
-    # resumed run writes it, the same rows.
+    # run resumed then reports the protected output alone, and says so. A kill before
+    # invariants/ (the measure phase writes it after the NMF) leaves none: the resumed run
+    # writes the same rows.
     (secret / "measurement_errors.csv").unlink()
     invariants = _rows(output / "invariants")
     shutil.rmtree(output / "invariants")
