@@ -72,7 +72,10 @@ def test_goals_pass_and_fail_with_their_numbers():
     assert no_worse.met is True
     assert "largest ratio default / own_totals: 1.000 (hispanic at tract)" in no_worse.detail
     assert diversity.met is False  # the default's bias is twice today's
-    assert diversity.detail.endswith("default 0.6, own_totals 0.3")
+    assert diversity.detail.endswith(
+        "default 0.6 (bin 0.5-1, standard error over seeds 0), "
+        "own_totals 0.3 (bin 0.5-1, standard error over seeds 0)"
+    )
     assert size.met is True
     _, no_worse, _, _ = found(errors(hispanic_default=0.6))["goals"]
     assert no_worse.met is False
