@@ -245,6 +245,9 @@ def document(
         "## Coverage of the estimates' 90% intervals",
         "",
         *coverage_section(tables),
+        "## The occupancy product (H1)",
+        "",
+        *h1_section(tables.get("h1")),
         "## Cost of the estimate pass",
         "",
         *cost_lines(tables["cost"]),
@@ -305,6 +308,23 @@ def coverage_section(tables: Mapping[str, Any]) -> list[str]:
         "in estimate +- 1.6449 sqrt(variance), pooled over seeds (cells of variance 0 left out).",
         "",
         markdown_table(headers, rows),
+        "",
+    ]
+
+
+def h1_section(h1: Mapping[str, Any] | None) -> list[str]:
+    """``bench/results/h1.json`` (``make bench-h1``, not rerun here), as its table."""
+    if h1 is None:
+        return ["`bench/results/h1.json` is missing: run `make bench-h1`.", ""]
+    headers = list(h1["table"][0])
+    return [
+        f"From `bench/results/h1.json` (`make bench-h1`, commit "
+        f"`{(h1['git_commit'] or 'unknown')[:7]}`, {h1['timestamp']}, seeds "
+        f"{', '.join(map(str, h1['seeds']))}): `{h1['config']}` as shipped (`default`: the",
+        "BLUE above the blocks) and with `postprocess.target=measurements`, on the same input.",
+        "MAE per cell of the occupancy query (occupied, vacant; the totals are invariant).",
+        "",
+        markdown_table(headers, [list(map(str, row.values())) for row in h1["table"]]),
         "",
     ]
 

@@ -12,8 +12,9 @@ with a finished run for every seed: per level and query, the MAE, mean signed er
 RMSE per cell of each variant's protected output, of the BLUE (the runs' estimates/
 against the true histograms, taken once per seed) and of the noisy measurements, side by
 side over seeds; the block-group bias of the total by true diversity and by true size;
-issue 26's goals; the estimates' coverage (bench/results/coverage.json, not rerun); and
-the estimate pass's cost from the certificates.
+issue 26's goals; the estimates' coverage (bench/results/coverage.json, not rerun); the
+occupancy product's figures (bench/results/h1.json, not rerun); and the estimate pass's
+cost from the certificates.
 
 Writes bench/results/accuracy.json, docs/accuracy.md and docs/img/accuracy_*.png, or all
 three into --out (a draft). Into the repository only with every variant present.
@@ -69,7 +70,9 @@ def build_tables(runs: Runs, errors: pd.DataFrame) -> dict[str, Any]:
     if coverage_path.exists():
         found = json.loads(coverage_path.read_text())
         coverage = {**found, "rows": tables.coverage_rows(found, runs.levels)}
+    h1_path = RESULTS_DIR / "h1.json"
     return {
+        "h1": json.loads(h1_path.read_text()) if h1_path.exists() else None,
         "levels": levels,
         "diversity": bias["diversity_bin"],
         "size": bias["size_bin"],

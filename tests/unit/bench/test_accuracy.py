@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from bench import accuracy_tables as tables
-from bench.accuracy_page import CENSUS, cost_lines, document, level_rows
+from bench.accuracy_page import CENSUS, cost_lines, document, h1_section, level_rows
 from bench.accuracy_runs import VARIANTS, check_settings, run_dir, supported
 
 LEVELS = ["state", "tract", "block_group"]
@@ -151,6 +151,20 @@ def test_the_page_has_the_goals_the_ratio_and_the_census_figures():
     assert CENSUS in page
     assert "counties 1.86, tracts 1.94; blocks 4.23 urban, 1.61 rural" in CENSUS
     assert "| tract | 1.94 | 0.65 | 1.05 |" in page
+    assert "`bench/results/h1.json` is missing: run `make bench-h1`." in page
+
+
+def test_the_page_has_the_occupancy_products_table_from_its_results():
+    h1 = {
+        "git_commit": "e8fafa71d1e9",
+        "timestamp": "t",
+        "seeds": [1, 2],
+        "config": "configs/h1_2020_production.toml",
+        "table": [{"level": "tract", "ratio": "0.769", "default lower": "2 of 2"}],
+    }
+    lines = h1_section(h1)
+    assert lines[0].startswith("From `bench/results/h1.json` (`make bench-h1`, commit `e8fafa7`")
+    assert "| level | ratio | default lower |\n|---|---|---|\n| tract | 0.769 | 2 of 2 |" in lines
 
 
 def test_a_cached_run_of_other_settings_is_refused(tmp_path: Path):
