@@ -320,9 +320,10 @@ def h1_section(h1: Mapping[str, Any] | None) -> list[str]:
     return [
         f"From `bench/results/h1.json` (`make bench-h1`, commit "
         f"`{(h1['git_commit'] or 'unknown')[:7]}`, {h1['timestamp']}, seeds "
-        f"{', '.join(map(str, h1['seeds']))}): `{h1['config']}` as shipped (`default`: the",
-        "BLUE above the blocks) and with `postprocess.target=measurements`, on the same input.",
-        "MAE per cell of the occupancy query (occupied, vacant; the totals are invariant).",
+        f"{', '.join(map(str, h1['seeds']))}, input `{h1['input']}`): `{h1['config']}` as",
+        "shipped (`default`: the BLUE above the blocks) and with",
+        "`postprocess.target=measurements`. MAE per cell of the occupancy query (occupied,",
+        "vacant; the totals are invariant).",
         "",
         markdown_table(headers, [list(map(str, row.values())) for row in h1["table"]]),
         "",

@@ -160,10 +160,14 @@ def test_the_page_has_the_occupancy_products_table_from_its_results():
         "timestamp": "t",
         "seeds": [1, 2],
         "config": "configs/h1_2020_production.toml",
+        "input": "out/h1/ri_input",
         "table": [{"level": "tract", "ratio": "0.769", "default lower": "2 of 2"}],
     }
     lines = h1_section(h1)
-    assert lines[0].startswith("From `bench/results/h1.json` (`make bench-h1`, commit `e8fafa7`")
+    assert lines[0] == (
+        "From `bench/results/h1.json` (`make bench-h1`, commit `e8fafa7`, t, seeds 1, 2, "
+        "input `out/h1/ri_input`): `configs/h1_2020_production.toml` as"
+    )
     assert "| level | ratio | default lower |\n|---|---|---|\n| tract | 0.769 | 2 of 2 |" in lines
 
 
