@@ -135,6 +135,7 @@ def run_one(work: Path, variant: Variant, seed: int, input_dir: Path, config: st
         check_settings(run, variant)
         return 0.0
     sets = [x for o in (*OVERRIDES, *supported(variant.overrides)) for x in ("--set", o)]
+    resuming = (run / "run.json").exists()
     command = [
         str(Path(sys.executable).with_name("das")),
         "run",
@@ -146,7 +147,7 @@ def run_one(work: Path, variant: Variant, seed: int, input_dir: Path, config: st
         "--seed",
         str(seed),
         *sets,
-        *(["--resume"] if (run / "run.json").exists() else []),
+        *(["--resume"] if resuming else []),
     ]
     run.parent.mkdir(parents=True, exist_ok=True)
     print(f"running {variant.name} seed {seed}: {' '.join(command)}", flush=True)
@@ -160,7 +161,7 @@ def run_one(work: Path, variant: Variant, seed: int, input_dir: Path, config: st
         return None
     check_settings(run, variant)
     wall = time.perf_counter() - start
-    if "--resume" not in command:  # a resumed run's wall is only its last part
+    if not resuming:  # a resumed run's wall is only its last part
         wall_file(run).write_text(json.dumps({"wall_s": wall}) + "\n")
     return wall
 

@@ -23,7 +23,8 @@ from typing import Any
 
 import pandas as pd
 
-from bench.accuracy_runs import ALL, NOISY, VARIANTS, load_runs, ri_input, run_one
+from bench.accuracy_runs import NOISY, VARIANTS, load_runs, ri_input, run_one
+from bench.accuracy_tables import whole_levels
 from bench.common import git_commit, print_table, write_results
 
 NAME = "h1"
@@ -35,10 +36,10 @@ HEADERS = ["level", "default (BLUE)", "measurements", "noisy", "ratio", "default
 
 def level_table(errors: pd.DataFrame, levels: Sequence[str]) -> pd.DataFrame:
     """Per level and source (the variants, ``noisy``): the seeds' MAE of ``QUERY``."""
-    rows = errors[
-        (errors["query"] == QUERY) & (errors["size_bin"] == ALL) & (errors["diversity_bin"] == ALL)
-    ]
-    table = rows.pivot_table(index=["level", "seed"], columns="source", values="mae")
+    rows = whole_levels(errors)
+    table = rows[rows["query"] == QUERY].pivot_table(
+        index=["level", "seed"], columns="source", values="mae"
+    )
     return table.reindex(levels, level="level")
 
 
