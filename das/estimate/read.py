@@ -85,7 +85,11 @@ def parents(children: np.ndarray, parent_codes: np.ndarray, length: int, level: 
     found[found] = parent_codes[index[found]] == prefixes[found]
     if not found.all():
         orphan = children[np.flatnonzero(~found)[0]]
-        raise UserError(f"geounit {orphan!r} of level {level} has no parent in the level above")
+        raise UserError(
+            f"geounit {orphan!r} of level {level} has no parent in the level above (a run "
+            "whose geography file gives codes of its own publishes them in geography/: is "
+            "it missing?)"
+        )
     return index
 
 

@@ -1,11 +1,13 @@
-"""The public files the estimator writes: ``estimates/`` and ``invariants/``.
+"""The public files the estimator writes (``estimates/``) and reads besides the NMF
+(``invariants/``, ``geography/``).
 
 ``estimates/`` has a row per geounit and query, its cells as two arrays (estimates,
 variances). Its rows are built as Arrow record batches (here, a few thousand geounits
 at a time, by the subtrees' tasks and the driver) under a schema that marks every
 column with the run's mode as Spark would (``das.spark.marks``), and written by the tasks
 (``das.estimate.files``). ``invariants/`` holds the exact
-totals, from the input's histograms, on Spark.
+totals, from the input's histograms, on Spark; ``geography/`` the parents a geography
+file gives that are not GEOID prefixes (``das.estimate.recode``).
 """
 
 from __future__ import annotations
@@ -129,3 +131,33 @@ def write_invariants(
     """``invariants/``: one row per geounit of the levels where the total is exact."""
     frame = invariant_frame(histograms, levels).coalesce(1).sortWithinPartitions("level", "geocode")
     frame.transform(mode.mark).write.mode("overwrite").parquet(path)
+
+
+def geography_frame(histograms: Mapping[str, LevelHistograms]) -> DataFrame | None:
+    """(level, geocode, parent) of every geounit whose parent the geography file gives,
+    rather than its GEOID prefix; None where there is none. Public: the geography file
+    is, and the NMF lists every geounit already."""
+    frames = [
+        h.parents.select(F.lit(name).alias("level"), "geocode", "parent")
+        for name, h in histograms.items()
+        if h.parents is not None
+    ]
+    if not frames:
+        return None
+    union = frames[0]
+    for frame in frames[1:]:
+        union = union.unionByName(frame)
+    return union
+
+
+def write_geography(
+    histograms: Mapping[str, LevelHistograms], path: str, mode: RunMode, partitions: int
+) -> None:
+    """``geography/``: the published parents of ``geography_frame`` (nothing without)."""
+    frame = geography_frame(histograms)
+    if frame is None:
+        return
+    rows = frame.repartition(partitions, "level", "geocode").sortWithinPartitions(
+        "level", "geocode"
+    )
+    rows.transform(mode.mark).write.mode("overwrite").parquet(path)

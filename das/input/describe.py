@@ -329,11 +329,9 @@ def _geography(main: Schema) -> str:
         "refused. A column named after a level between the root and the block (`county`, "
         "`tract`, `block_group` in the shipped configs) gives each block's geounit at "
         "that level, so that hierarchies other than GEOID prefixes work; a level without "
-        "one takes the GEOID prefix of its length. With such a column the run computes "
-        "no `estimates/` (the estimate finds parents by GEOID prefix), so its families "
-        'must fit the noisy answers: `postprocess.target = "measurements"` (the '
-        'production and demo configs say `"blue"`, which such a run refuses before '
-        "anything runs). A code names one geounit in the whole "
+        "one takes the GEOID prefix of its length. With such a column the run also "
+        "publishes `geography/` (each geounit's parent where it is not the GEOID prefix, "
+        "docs/output.md), from which the estimate reads the tree. A code names one geounit in the whole "
         "file, so the blocks of a geounit lie in one geounit of the level above (county "
         "codes of 3 digits repeat across states: give 5). A column named after the root "
         "or the block level is refused; other columns are ignored. Without the file, the "

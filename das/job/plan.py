@@ -60,6 +60,7 @@ def outputs(paths: RunPaths) -> tuple[Output, ...]:
         Output("noisy measurements (NMF)", f"{out}/nmf/", True),
         Output("estimates (BLUE, variances)", f"{out}/estimates/", True),
         Output("invariants", f"{out}/invariants/", True),
+        Output("geography (a geography file's own codes only)", f"{out}/geography/", True),
         Output("level checkpoints", f"{out}/levels/<level>/", True),
         Output("certificate", f"{out}/certificate.md, certificate.json", True),
         Output("run record", f"{out}/{RUN_JSON}", True),

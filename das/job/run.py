@@ -35,10 +35,9 @@ from das.confidential.report import write_metrics
 from das.confidential.tables import read_measurement_errors, run_errors, write_measurement_errors
 from das.errors import InternalError
 from das.estimate.exchange import Exchanged
-from das.estimate.pipeline import estimate_keeping_rows
 from das.input.files import check_input_files
 from das.input.read import LevelHistograms, count_geounits, read_histograms
-from das.job.estimate import write_run_invariants
+from das.job.estimate import run_estimate, write_run_geography, write_run_invariants
 from das.job.failure import cleaned_on_failure
 from das.job.plan import noise_source
 from das.job.preflight import Checked, RunPaths, check_run, run_paths
@@ -56,7 +55,6 @@ from das.postprocess.below import below_totals, total_pass_levels
 from das.postprocess.levels import level_done, solve_and_checkpoint, with_blue
 from das.postprocess.report import LevelReport
 from das.postprocess.solvers import check_solver
-from das.postprocess.target import check_target, check_target_files
 from das.privacy.generator import Rng, secure_rng, seeded_rng
 from das.privacy.measure import nmf_complete, read_nmf, write_nmf
 from das.spark.marks import RunMode
@@ -117,7 +115,6 @@ def run_job(
     ``spark_conf`` Spark settings that win over the config's (``--conf``).
     """
     check_solver(config)  # a bad postprocess.solver fails now, not levels into the run
-    check_target_files(config, input_dir)  # target "blue" needs the estimate
     paths = run_paths(input_dir, output, confidential)
     checked = check_run(config, paths, resume)  # local paths: before Spark starts
     check_input_files(config, input_dir)  # footers and headers of local input files
@@ -137,23 +134,14 @@ def _run(
     with phase(progress, "read"):
         histograms = read_histograms(spark, config, input_dir)
         geounits = count_geounits(histograms)
-        coded = [name for name, level in histograms.items() if level.parents is not None]
-        check_target(config, coded)  # a geography file under a URI: known only now
     if not resume:  # the input passed its checks: only now does the run write anything
         write_record(spark, config, output, confidential, checked.fingerprint)
     nmf, noise_source, measurement = measure(
         spark, config, histograms, geounits, paths, resume, progress
     )
     exchanged = None  # the NMF's rows by subtree, as the estimate left them for the solves
-    with phase(progress, "estimate"):  # the BLUE, from the public NMF and invariants only
-        if coded:  # das.estimate finds a geounit's parent by GEOID prefix
-            log.warning(
-                "estimate: not computed: the geography file gives parents that are not "
-                "GEOID prefixes (levels %s), and the estimate finds parents by prefix",
-                ", ".join(coded),
-            )
-        else:
-            exchanged = estimate_keeping_rows(spark, config, output)[1]
+    with phase(progress, "estimate"):  # the BLUE, from the public files only
+        exchanged = run_estimate(spark, config, output, keep=True)[1]
     below: dict[str, DataFrame] = {}
     if not all(level_done(spark, output, name) for name in total_pass_levels(config)):
         with phase(progress, "subtree totals"):  # what each geounit's descendants measured
@@ -201,7 +189,7 @@ def measure(
     progress: Progress,
 ) -> tuple[DataFrame, str, pd.DataFrame | None]:
     """Write the public measurements: the NMF (or keep a finished one when resuming), read
-    back from disk, and ``invariants/``; also the noisy answers' error sums for the metrics
+    back from disk, ``invariants/`` and ``geography/``; also the noisy answers' error sums for the metrics
     (saved at once, confidential)."""
     path = f"{paths.output}/nmf"
     confidential = paths.confidential
@@ -215,6 +203,7 @@ def measure(
                 "measurements; the metrics will report the protected output only"
             )
         write_run_invariants(spark, config, histograms, paths.output)  # unless complete
+        write_run_geography(spark, config, histograms, paths.output)
     else:
         counter = progress.counter()
         with phase(progress, "measure", sum(geounits.values()), counter):
@@ -223,6 +212,7 @@ def measure(
             )
             write_measurement_errors(spark, measurement, confidential)
             write_run_invariants(spark, config, histograms, paths.output)
+            write_run_geography(spark, config, histograms, paths.output)
     return read_nmf(spark, path), noise_source, measurement
 
 

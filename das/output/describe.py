@@ -22,7 +22,8 @@ from das.spec.schema import Attribute, OutputColumn, Schema, load_schema, shippe
 
 NMF_COLUMNS = {
     "level": "the geographic level, as the config names it",
-    "geocode": "the geounit: its GEOID prefix at the level (empty for a US root)",
+    "geocode": "the geounit: its GEOID prefix at the level (empty for a US root), or the "
+    "geography file's code for it",
     "query": "the query's name, e.g. `votingage*hispanic*cenrace`",
     "values": "the noisy answer of every cell of the query, in cell order (can be negative)",
     "variance": "the noise variance sigma^2 = 1/rho of this level and query",
@@ -44,6 +45,12 @@ INVARIANT_COLUMNS = {
     "geocode": "the geounit",
     "query": "`total`",
     "values": "the exact total (one value)",
+}
+
+PARENT_COLUMNS = {
+    "level": "a level whose geounits' parents the geography file gives",
+    "geocode": "the geounit",
+    "parent": "its parent's geocode, in the level above",
 }
 
 CHECKPOINT_COLUMNS = {
@@ -135,6 +142,8 @@ _PUBLIC = (
     ("`nmf/`", "the noisy measurement file: every query at every geounit, with its variance"),
     ("`invariants/`", "the totals held exact (`strategy.invariants`): one row per geounit of "
      "each level where the total is exact"),
+    ("`geography/`", "only where the geography file gives a level codes of its own: each "
+     "geounit's parent, at the levels where it is not the GEOID prefix"),
     ("`estimates/`", "the best linear unbiased estimate of every measured query at every "
      "geounit from the whole NMF and the invariants, with its variance (`das estimate`)"),
     ("`levels/<level>/`", "each level's protected histograms (checkpoints: `--resume` restarts "
@@ -147,7 +156,15 @@ _PUBLIC = (
 
 def render() -> str:
     """The whole page, as Markdown."""
-    parts = [_intro(), _mdf(), _nmf(), _estimates(), _checkpoints(), _certificate(), _confidential()]
+    parts = [
+        _intro(),
+        _mdf(),
+        _nmf(),
+        _estimates(),
+        _checkpoints(),
+        _certificate(),
+        _confidential(),
+    ]
     return "\n\n".join(parts) + "\n"
 
 
@@ -242,22 +259,27 @@ def _estimates() -> str:
         (f"`{field.name}`", field.dataType.simpleString(), INVARIANT_COLUMNS[field.name])
         for field in INVARIANTS_SCHEMA
     ]
+    geography = [(f"`{name}`", "string", meaning) for name, meaning in PARENT_COLUMNS.items()]
     return (
-        "## Estimates (`estimates/`) and invariants (`invariants/`)\n\n"
+        "## Estimates (`estimates/`), invariants (`invariants/`) and geography (`geography/`)\n\n"
         "One row per level, geounit and query measured at the level: the best linear "
         "unbiased estimate of each of the query's cells (generalised least squares over the "
         "whole tree: every measurement of every geounit, the invariants exact) and its "
         "variance, as two arrays of the query's size (no nulls), computed from "
-        "the public `nmf/`, `invariants/` and `run.json` only, so `das estimate OUTPUT` "
+        "the public `nmf/`, `invariants/`, `geography/` and `run.json` only, so "
+        "`das estimate OUTPUT` "
         "recomputes it. One file per group of subtrees, written by the task that "
         "computed it (by Spark where pyarrow cannot open the output's file system); read "
         "the directory, as for every output. "
-        "Structural zeros "
-        "are not imposed. Not written (a warning says so) when the geography file gives "
-        "a level codes that are not GEOID prefixes: the estimate finds parents by prefix.\n\n"
+        "Structural zeros are not imposed.\n\n"
         + markdown_table(("column", "type", "meaning"), rows)
         + "\n\n`invariants/`: one row per geounit of each level whose total is exact.\n\n"
         + markdown_table(("column", "type", "meaning"), invariants)
+        + "\n\n`geography/`: written only where the geography file gives a level codes of "
+        "its own (docs/input.md); one row per geounit whose parent is not its GEOID prefix: "
+        "every geounit of such a level, and of the level below it. The estimate reads the "
+        "tree from it (it finds the other parents by prefix).\n\n"
+        + markdown_table(("column", "type", "meaning"), geography)
     )
 
 

@@ -28,8 +28,6 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from das.errors import UserError
-from das.input.files import coded_levels, data_files, geography_path, read_footer
 from das.spec.config import Config
 
 #: The pseudo-query names under which a query's BLUE and its variances travel beside its
@@ -60,36 +58,6 @@ def level_target(config: Config, level: str) -> str:
     if level == config.geography.block.name:
         return "measurements"
     return config.file.postprocess.target
-
-
-def check_target(config: Config, coded: Sequence[str]) -> None:
-    """Refuse target "blue" where the estimate cannot be computed: a geography file gives
-    the codes of ``coded`` levels, whose parents are not GEOID prefixes (das.estimate finds
-    parents by prefix). Refused rather than falling back to the measurements: the run
-    would silently apply a rule other than the one configured."""
-    if config.file.postprocess.target != "blue" or not coded:
-        return
-    raise UserError(
-        f'{config.path}: postprocess.target = "blue" needs the estimate (estimates/), which '
-        f"this run cannot compute: the geography file gives levels {', '.join(coded)} "
-        "codes whose parents are not GEOID prefixes; set postprocess.target = "
-        '"measurements" (or give those levels as GEOID prefixes)'
-    )
-
-
-def check_target_files(config: Config, input_dir: str) -> None:
-    """``check_target`` before Spark starts, from a local geography file's footers (a file
-    under a URI is checked once Spark has read it)."""
-    if config.file.postprocess.target != "blue":
-        return
-    path = geography_path(config, input_dir)
-    if path is None or "://" in path:
-        return
-    columns: list[str] = []
-    for file in data_files(path):
-        schema, _ = read_footer(file)
-        columns += [] if schema is None else list(schema.names)
-    check_target(config, coded_levels(config, columns))
 
 
 def blue_weights(

@@ -32,8 +32,9 @@ SPARK_SCHEMA_KEY = "org.apache.spark.sql.parquet.row.metadata"
 TEST_WARNING = (
     "TEST MODE: the noise comes from a fixed seed, which these files give away; not for release"
 )
-#: The run's public Parquet outputs, under its output root.
-PUBLIC_PARQUET = ("mdf", "nmf", "invariants", "estimates", "levels")
+#: The run's public Parquet outputs, under its output root (``geography/`` only where the
+#: geography file gives codes of its own: ``das.estimate.recode``).
+PUBLIC_PARQUET = ("mdf", "nmf", "invariants", "estimates", "levels", "geography")
 #: parquet-hadoop's setting of how many footers it reads at once, and ours: footers are a
 #: few KB, so threads wait on the file system (an object store's latency) more than on CPU.
 PARALLELISM_KEY = "parquet.read.parallelism"

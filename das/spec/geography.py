@@ -38,9 +38,15 @@ class Level:
 
 @dataclass(frozen=True)
 class Geography:
-    """The chain of levels from the root (one geounit) down to blocks."""
+    """The chain of levels from the root (one geounit) down to blocks.
+
+    ``block_length``: the length of a block's code, a GEOID's in every configuration; the
+    estimate gives a geography file's own codes a chain of its own, whose blocks' codes
+    can be longer or shorter (``das.estimate.recode``).
+    """
 
     levels: tuple[Level, ...]
+    block_length: int = GEOID_LENGTH
 
     def __post_init__(self) -> None:
         names = [lv.name for lv in self.levels]
@@ -53,9 +59,9 @@ class Geography:
             raise UserError(
                 f"geography prefix lengths must increase strictly from root to block, got {lengths}"
             )
-        if lengths[-1] != GEOID_LENGTH:
+        if lengths[-1] != self.block_length:
             raise UserError(
-                f"the last geography level must be the block (prefix length {GEOID_LENGTH}), got {lengths[-1]}"
+                f"the last geography level must be the block (prefix length {self.block_length}), got {lengths[-1]}"
             )
         if lengths[0] < 0:
             raise UserError(f"prefix lengths must be >= 0, got {lengths[0]}")

@@ -195,14 +195,13 @@ def _dense(frame: pd.DataFrame, size: int) -> dict[str, np.ndarray]:
 
 
 @pytest.mark.slow
-def test_a_run_solves_the_hierarchy_of_explicit_codes(spark, tmp_path, caplog):
+def test_a_run_solves_the_hierarchy_of_explicit_codes(spark, tmp_path):
     """Block groups regrouped by the file (blocks of a tract by block-number parity): the
     protected block groups are those codes, and each is exactly the sum of its protected
     blocks (children sum to their parent under the file's hierarchy).
 
-    The estimate, which finds parents by GEOID prefix, is left out with a warning; so the
-    families fit the noisy answers (the demo's BLUE target is refused with such a file:
-    tests/system/test_target.py).
+    The estimate follows the same hierarchy, read from geography/: every query measured
+    at both levels has each block group's estimate equal to the sum of its blocks'.
     """
     directory = tmp_path / "in"
     write_synthetic_fixture(1500, directory, seed=6, shape=Shape(counties=2))
@@ -210,8 +209,7 @@ def test_a_run_solves_the_hierarchy_of_explicit_codes(spark, tmp_path, caplog):
     parity = np.where(geography.geoid.str[-1].astype(int) % 2 == 0, "E", "O")
     geography["block_group"] = geography.geoid.str[:11] + parity
     geography.to_parquet(directory / "geography.parquet", index=False)
-    overrides = ["spark.shuffle_partitions=3", "postprocess.target='measurements'"]
-    config = load_config(DEMO, overrides=overrides, seed=2020)
+    config = load_config(DEMO, overrides=["spark.shuffle_partitions=3"], seed=2020)
     run_job(config, str(directory), str(tmp_path / "run"), spark=spark)
     levels = tmp_path / "run" / "levels"
     size = config.schema.size
@@ -224,11 +222,23 @@ def test_a_run_solves_the_hierarchy_of_explicit_codes(spark, tmp_path, caplog):
         sums[group_of[geoid]] += counts
     assert all(np.array_equal(sums[code], groups[code]) for code in groups)
     assert validate_run(spark, str(directory), str(tmp_path / "run")) == []
-    assert not (tmp_path / "run" / "estimates").exists()
-    assert (
-        "estimate: not computed: the geography file gives parents that are not GEOID "
-        "prefixes (levels block_group, block), and the estimate finds parents by prefix"
-    ) in caplog.messages
+    estimates = pd.read_parquet(tmp_path / "run" / "estimates")
+    common = {q.name for q in config.queries["block"]} & {
+        q.name for q in config.queries["block_group"]
+    }
+    assert common
+    for query in sorted(common):
+        rows = estimates[estimates["query"] == query]
+        mine = rows[rows.level == "block"]
+        sums = (
+            pd.DataFrame(np.stack(mine.estimates.to_numpy()), index=mine.geocode.map(group_of))
+            .groupby(level=0)
+            .sum()
+        )
+        theirs = rows[rows.level == "block_group"].set_index("geocode").loc[sums.index]
+        np.testing.assert_allclose(
+            sums.to_numpy(), np.stack(theirs.estimates.to_numpy()), rtol=1e-9, atol=1e-6
+        )
 
 
 def test_the_validator_counts_totals_by_the_files_codes(spark, config, tmp_path):

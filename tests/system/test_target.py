@@ -5,7 +5,9 @@ integrality, nonnegativity, structural zeros, facilities)."""
 from __future__ import annotations
 
 import json
+import shutil
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -13,6 +15,8 @@ import pytest
 
 from das.errors import UserError
 from das.fixtures.synthetic import write_synthetic_fixture
+from das.job.cli import main
+from das.job.estimate import estimate_command_body
 from das.job.run import run_job
 from das.output.validate import validate_run
 from das.spec.config import load_config
@@ -65,17 +69,116 @@ def test_a_blue_run_with_no_noise_returns_the_input(spark, small_input):
             assert list(ours.loc[geocode, "counts"]) == list(theirs.loc[geocode, "counts"])
 
 
-def test_blue_with_a_coded_geography_file_is_refused_before_anything_runs(small_input):
-    directory = small_input / "coded"
-    (directory / "input").mkdir(parents=True)
-    for name in ("persons.parquet", "units.parquet"):
-        (directory / "input" / name).write_bytes((small_input / "input" / name).read_bytes())
-    units = pq.read_table(small_input / "input" / "units.parquet", columns=["geoid"])
-    geoids = sorted(set(units.column("geoid").to_pylist()))
+def _coded_input(small_input, name: str, tract_code) -> tuple[str, dict[str, str]]:
+    """The input with its geography file giving every tract the code
+    ``tract_code(index, tract)``; returns its directory and the codes."""
+    directory = small_input / name / "input"
+    directory.mkdir(parents=True)
+    for table in ("persons.parquet", "units.parquet"):
+        (directory / table).write_bytes((small_input / "input" / table).read_bytes())
+    blocks = pq.read_table(small_input / "input" / "geography.parquet", columns=["geoid"])
+    geoids = sorted(blocks.column("geoid").to_pylist())  # empty blocks too
+    tracts = sorted({g[:11] for g in geoids})
+    codes = {t: tract_code(i, t) for i, t in enumerate(tracts)}
     pq.write_table(
-        pa.table({"geoid": geoids, "tract": [g[:11] for g in geoids]}),
-        directory / "input" / "geography.parquet",
+        pa.table({"geoid": geoids, "tract": [codes[g[:11]] for g in geoids]}),
+        directory / "geography.parquet",
     )
-    with pytest.raises(UserError, match=r'postprocess.target = "blue" needs the estimate'):
-        run_job(_blue(), str(directory / "input"), str(directory / "out"))
-    assert not (directory / "out").exists()
+    return str(directory), codes
+
+
+def _estimates(output) -> pd.DataFrame:
+    frame = pd.read_parquet(output / "estimates")
+    return frame.set_index(["level", "geocode", "query"]).sort_index()
+
+
+@pytest.fixture(scope="module")
+def coded_run(spark, small_input):
+    """A blue run whose tracts are coded in the reverse of their GEOIDs' order, so that
+    neither they nor their block groups find a parent by prefix."""
+    directory, codes = _coded_input(small_input, "coded", lambda i, t: f"tract-{999 - i}")
+    output = small_input / "coded" / "out"
+    run_job(_blue(), directory, str(output), spark=spark)
+    return directory, output, codes
+
+
+def _decoded(output, decoded, tracts: dict[str, str]) -> None:
+    """The run's public files the estimate reads, the tracts under their GEOIDs again."""
+    decoded.mkdir()
+    shutil.copy(output / "run.json", decoded / "run.json")
+    for name in ("nmf", "invariants"):
+        frame = pd.read_parquet(output / name)
+        frame["geocode"] = frame["geocode"].map(lambda code: tracts.get(code, code))
+        (decoded / name).mkdir()
+        frame.to_parquet(decoded / name / "part-0.parquet", index=False)
+        (decoded / name / "_SUCCESS").touch()
+
+
+def test_a_geography_files_own_codes_give_the_estimates_of_their_geoids(
+    spark, small_input, coded_run
+):
+    """The coded run publishes geography/, fits the BLUE and meets every constraint; its
+    estimates are those of the same measurements under the tracts' GEOIDs (the estimate
+    by prefix), and das estimate recomputes them from the public files."""
+    directory, output, codes = coded_run
+    assert validate_run(spark, directory, str(output)) == []
+    published = pd.read_parquet(output / "geography").sort_values(["level", "geocode"])
+    by_code = {code: tract for tract, code in codes.items()}
+    tracts = published[published.level == "tract"]
+    assert dict(zip(tracts.geocode, tracts.parent, strict=True)) == {
+        code: tract[:5] for code, tract in by_code.items()
+    }
+    groups = published[published.level == "block_group"]
+    assert dict(zip(groups.geocode, groups.parent, strict=True)) == {
+        g: codes[g[:11]] for g in groups.geocode
+    }
+    assert set(published.level) == {"tract", "block_group"}
+    assert not (output / "_estimate_recoded").exists()
+
+    decoded = small_input / "coded" / "decoded"
+    _decoded(output, decoded, by_code)
+    estimate_command_body(str(decoded), [])
+    ours, theirs = _estimates(output), _estimates(decoded)
+    ours.index = ours.index.set_levels(
+        [by_code.get(c, c) for c in ours.index.levels[1]], level="geocode"
+    )
+    ours = ours.sort_index()
+    assert ours.index.equals(theirs.index)
+    assert len(ours) == len(pd.read_parquet(output / "nmf"))
+    for column in ("estimates", "variances"):
+        np.testing.assert_allclose(
+            np.concatenate(ours[column].to_numpy()),
+            np.concatenate(theirs[column].to_numpy()),
+            rtol=1e-9,
+            atol=1e-9,
+        )
+
+    before = _estimates(output)
+    shutil.rmtree(output / "estimates")
+    assert main(["estimate", str(output)]) == 0
+    again = _estimates(output)
+    assert again.index.equals(before.index)
+    for column in ("estimates", "variances"):
+        np.testing.assert_allclose(
+            np.concatenate(again[column].to_numpy()),
+            np.concatenate(before[column].to_numpy()),
+            rtol=1e-9,
+            atol=1e-9,
+        )
+
+
+def test_without_the_published_parents_the_estimate_is_refused(small_input, coded_run):
+    """geography/ is where the estimate reads the coded parents: without it, the codes
+    find no parent by prefix."""
+    output = coded_run[1]
+    saved = small_input / "coded" / "geography.saved"
+    shutil.move(output / "geography", saved)
+    try:
+        with pytest.raises(
+            UserError,
+            match=r"of level \w+ has no parent in the level above \(a run whose geography file "
+            r"gives codes of its own publishes them in geography/: is it missing\?\)",
+        ):
+            estimate_command_body(str(output), [])
+    finally:
+        shutil.move(saved, output / "geography")

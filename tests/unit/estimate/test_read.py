@@ -58,10 +58,12 @@ def test_parents_by_prefix_and_an_orphan_refused():
     children = np.array(["44001000100", "44001000200", "44003000100"], dtype=object)
     np.testing.assert_array_equal(parents(children, parent_codes, 5, "tract"), [0, 0, 1])
     orphan = np.array(["44001000100", "44005000100"], dtype=object)
-    with pytest.raises(
-        UserError, match=r"^geounit '44005000100' of level tract has no parent in the level above$"
-    ):
+    with pytest.raises(UserError) as info:
         parents(orphan, parent_codes, 5, "tract")
+    assert str(info.value) == (
+        "geounit '44005000100' of level tract has no parent in the level above (a run whose "
+        "geography file gives codes of its own publishes them in geography/: is it missing?)"
+    )
 
 
 def test_invariant_totals_must_cover_the_level():

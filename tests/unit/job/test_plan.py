@@ -83,6 +83,7 @@ def test_the_plan_states_the_certificates_epsilon_noise_and_outputs():
         "/data/out/nmf/",
         "/data/out/estimates/",
         "/data/out/invariants/",
+        "/data/out/geography/",
         "/data/out/levels/<level>/",
         "/data/out/certificate.md,",
         "/data/out/run.json",

@@ -1,20 +1,15 @@
-"""The BLUE as the fit's target (``das.postprocess.target``): the weights' factoring, and
-the refusal of target "blue" where the estimate cannot be computed."""
+"""The BLUE as the fit's target (``das.postprocess.target``): the weights' factoring and
+which levels fit it."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 
-from das.errors import UserError
 from das.postprocess.target import (
     blue_weights,
-    check_target,
-    check_target_files,
     factor_error,
     level_target,
     target_names,
@@ -85,33 +80,3 @@ def test_the_leaf_level_fits_the_measurements_whatever_the_target():
     assert {level_target(measurements, name) for name in measurements.geography.names} == {
         "measurements"
     }
-
-
-BLUE_REFUSED = (
-    '{path}: postprocess.target = "blue" needs the estimate (estimates/), which this run '
-    "cannot compute: the geography file gives levels tract codes whose parents are not "
-    'GEOID prefixes; set postprocess.target = "measurements" (or give those levels as '
-    "GEOID prefixes)"
-)
-
-
-def test_blue_is_refused_when_a_geography_file_gives_codes_and_the_measurements_are_not():
-    blue = load_config(PRODUCTION, overrides=["postprocess.target='blue'"])
-    with pytest.raises(UserError) as info:
-        check_target(blue, ["tract"])
-    assert str(info.value) == BLUE_REFUSED.format(path=PRODUCTION)
-    check_target(blue, [])  # GEOID prefixes: the estimate runs
-    measurements = load_config(PRODUCTION, overrides=["postprocess.target='measurements'"])
-    check_target(measurements, ["tract"])
-
-
-def test_blue_is_refused_before_spark_from_a_local_geography_files_footer(tmp_path):
-    blue = load_config(PRODUCTION, overrides=["postprocess.target='blue'"])
-    check_target_files(blue, str(tmp_path))  # no geography file
-    table = pa.table({"geoid": ["440010301001000"], "tract": ["T1"]})
-    pq.write_table(table, tmp_path / "geography.parquet")
-    with pytest.raises(UserError) as info:
-        check_target_files(blue, str(tmp_path))
-    assert str(info.value) == BLUE_REFUSED.format(path=PRODUCTION)
-    pq.write_table(table.drop(["tract"]), tmp_path / "geography.parquet")
-    check_target_files(blue, str(tmp_path))  # the geoid alone: every level a prefix
