@@ -295,6 +295,16 @@ def estimate_output(
     return _estimate(spark, config, output, max_blocks, keep=False)[0]
 
 
+def estimate_recoded(
+    spark: SparkSession, chain_config: Config, source: str, output: str
+) -> list[LevelSummary]:
+    """``estimate_output`` from the NMF and invariants under ``source`` whose geocodes
+    are a chain's (``chain_config``'s geography; ``Plan.recoded``), writing the run's
+    ``estimates/`` under ``output`` with the run's codes."""
+    path = f"{output.rstrip('/')}/estimates"
+    return _estimate(spark, chain_config, source, MAX_SUBTREE_BLOCKS, False, path)[0]
+
+
 def estimate_keeping_rows(
     spark: SparkSession, config: Config, output: str
 ) -> tuple[list[LevelSummary], Exchanged | None]:
@@ -305,15 +315,21 @@ def estimate_keeping_rows(
 
 
 def _estimate(
-    spark: SparkSession, config: Config, output: str, max_blocks: int, keep: bool
+    spark: SparkSession,
+    config: Config,
+    output: str,
+    max_blocks: int,
+    keep: bool,
+    recoded_path: str | None = None,
 ) -> tuple[list[LevelSummary], Exchanged | None]:
+    """``recoded_path``: where ``estimates/`` goes when ``output``'s files are recoded."""
     root = output.rstrip("/")
     nmf = public_frame(spark, f"{root}/nmf")
     invariants = None
     if config.total_invariant_level is not None:
         invariants = public_frame(spark, f"{root}/invariants")
     basis = schema_basis(config.schema, [q for qs in config.queries.values() for q in qs])
-    path = f"{root}/estimates"
+    path = f"{root}/estimates" if recoded_path is None else recoded_path
     target = arrow_target(qualified(spark, path))
     nmf_files = None if target is None else arrow_files(nmf)
     if target is None or nmf_files is None:
@@ -322,7 +338,7 @@ def _estimate(
     else:
         prefixes, blocks = block_counts_of(nmf_files, config)
     split = split_level(prefixes, blocks, config, max_blocks)
-    plan = Plan(config, basis, split, f"{root}/nmf")
+    plan = Plan(config, basis, split, f"{root}/nmf", recoded=recoded_path is not None)
     # a group of subtrees has about max_blocks blocks
     count = max(config.file.spark.shuffle_partitions, -(-int(blocks.sum()) // max(max_blocks, 1)))
     log.info(
@@ -457,7 +473,12 @@ def _upper_rows(plan: Plan, basis: Basis, found: Above, schema: pa.Schema) -> pa
         batch
         for index, codes in enumerate(found.geocodes)
         for batch in estimate_batches(
-            basis, plan.config, names[index], codes, found.estimates[index], schema
+            basis,
+            plan.config,
+            names[index],
+            plan.run_codes(names[index], codes),
+            found.estimates[index],
+            schema,
         )
     ]
     return pa.Table.from_batches(batches, schema=schema)

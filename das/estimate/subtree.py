@@ -80,14 +80,32 @@ TOP_SCHEMA = pa.schema(
 )
 
 
+#: What pads a run code to its level's width in a chain's code (``Plan.recoded``).
+PAD = "\x00"
+
+
 @dataclass(frozen=True)
 class Plan:
-    """What every subtree's task needs (shipped to the workers with the function)."""
+    """What every subtree's task needs (shipped to the workers with the function).
+
+    ``recoded``: the geocodes read are a chain's (``das.estimate.recode``), each its
+    parent's then its own run code right-padded with ``PAD`` to the level's width, and
+    ``estimates/`` gets the run's codes back (``run_codes``).
+    """
 
     config: Config
     basis: Basis
     split: int  # the index of the subtree roots' level
     where: str  # the NMF's path, for messages
+    recoded: bool = False
+
+    def run_codes(self, level: str, codes: np.ndarray) -> np.ndarray:
+        """The run's geocodes of ``codes`` (of ``level``) as ``estimates/`` writes them."""
+        if not self.recoded:
+            return codes
+        parent = self.config.geography.parent(level)
+        start = 0 if parent is None else parent.length
+        return np.asarray([str(c)[start:].rstrip(PAD) for c in codes], dtype=object)
 
     @property
     def invariants_where(self) -> str:
@@ -326,7 +344,8 @@ def estimate_batches_of(
     fixed = plan.invariant - plan.split
     found = down_pass([d.parent for d in subtree.data], ups, fixed, start)
     for level, codes, est in zip(subtree.data, subtree.geocodes, found, strict=True):
-        yield from estimate_batches(basis, config, level.name, codes, est, schema)
+        run_codes = plan.run_codes(level.name, codes)
+        yield from estimate_batches(basis, config, level.name, run_codes, est, schema)
 
 
 def _matrix(table: pa.Table, column: str) -> np.ndarray:

@@ -1,13 +1,17 @@
 """The chain of codes the estimate gives a geography file's own codes
-(``das.estimate.recode``): each geounit its parent's code and its rank among its siblings,
-as wide as the level's largest family; a geounit whose parent is missing is refused."""
+(``das.estimate.recode``): each geounit its parent's chain code, then its own padded to
+the level's longest; a geounit whose parent is missing is refused."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+import numpy as np
 import pytest
 
 from das.errors import UserError
 from das.estimate.recode import chain
+from das.estimate.subtree import PAD, Plan
 from das.spec.config import load_config
 from das.spec.geography import Level
 from tests.conftest import ROOT
@@ -32,43 +36,46 @@ def _parents(spark, rows: list[tuple[str, str, str]]):
     return spark.createDataFrame(rows, "level string, geocode string, parent string")
 
 
-def test_codes_are_the_parents_then_the_rank_among_siblings(spark):
-    """Eleven tracts in one county take two digits, ranked by their own codes (not their
-    GEOIDs'); the block groups below them find them through geography/, the blocks by
-    prefix."""
-    tracts = [f"t{i:02d}" for i in range(11)]
+def test_codes_are_the_parents_then_their_own_padded(spark):
+    """Tracts of two lengths are padded to the longer; the block groups below them find
+    them through geography/, the blocks by prefix; the chain code's own part is the run's
+    code (what estimates/ writes: ``Plan.run_codes``)."""
     rows = [("us", ""), ("state", "44"), ("county", "44001"), ("county", "44003")]
-    rows += [("tract", t) for t in tracts] + [("tract", "u")]
+    rows += [("tract", "north-7"), ("tract", "s")]
     rows += [("block_group", "440010001001"), ("block_group", "440030001001")]
     rows += [("block", "440010001001000"), ("block", "440010001001001")]
     rows += [("block", "440030001001000")]
     config, nmf = _nmf(spark, rows)
-    parents = [("tract", t, "44001") for t in tracts] + [("tract", "u", "44003")]
-    parents += [("block_group", "440010001001", "t07"), ("block_group", "440030001001", "u")]
+    parents = [("tract", "north-7", "44001"), ("tract", "s", "44003")]
+    parents += [("block_group", "440010001001", "north-7"), ("block_group", "440030001001", "s")]
     found = chain(nmf, _parents(spark, parents), config)
     codes = {(r["level"], r["geocode"]): r["code"] for r in found.codes.collect()}
     found.codes.unpersist()
     assert found.geography.levels == (
         Level("us", 0),
-        Level("state", 1),
-        Level("county", 2),
-        Level("tract", 4),
-        Level("block_group", 5),
-        Level("block", 6),
+        Level("state", 2),
+        Level("county", 7),
+        Level("tract", 14),
+        Level("block_group", 26),
+        Level("block", 41),
     )
+    north, south = "4444001north-7", "4444003s" + PAD * 6
     assert codes == {
         ("us", ""): "",
-        ("state", "44"): "0",
-        ("county", "44001"): "00",
-        ("county", "44003"): "01",
-        **{("tract", t): f"00{i:02d}" for i, t in enumerate(tracts)},
-        ("tract", "u"): "0100",
-        ("block_group", "440010001001"): "00070",
-        ("block_group", "440030001001"): "01000",
-        ("block", "440010001001000"): "000700",
-        ("block", "440010001001001"): "000701",
-        ("block", "440030001001000"): "010000",
+        ("state", "44"): "44",
+        ("county", "44001"): "4444001",
+        ("county", "44003"): "4444003",
+        ("tract", "north-7"): north,
+        ("tract", "s"): south,
+        ("block_group", "440010001001"): north + "440010001001",
+        ("block_group", "440030001001"): south + "440030001001",
+        ("block", "440010001001000"): north + "440010001001440010001001000",
+        ("block", "440010001001001"): north + "440010001001440010001001001",
+        ("block", "440030001001000"): south + "440030001001440030001001000",
     }
+    plan = Plan(replace(config, geography=found.geography), None, 0, "nmf", recoded=True)
+    for (level, code), chained in codes.items():
+        assert plan.run_codes(level, np.asarray([chained], dtype=object)).tolist() == [code]
 
 
 def test_a_geounit_whose_parent_is_not_measured_is_refused(spark):
