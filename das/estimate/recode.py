@@ -54,11 +54,10 @@ def _geounits(nmf: DataFrame, config: Config) -> DataFrame:
     return nmf.where(pairs).select("level", "geocode")
 
 
-def chain(nmf: DataFrame, geography: DataFrame, config: Config) -> Chain:
-    """The chain's codes (cached), root first. Raises UserError for a geounit whose
-    parent has no measurements, or a code holding ``PAD``."""
-    levels = config.geography.levels
-    units = _geounits(nmf, config)
+def _widths(units: DataFrame, config: Config) -> list[int]:
+    """Each level's longest geocode (at least 1 below the root, so the lengths grow).
+    Raises UserError for a level without geounits, a root of more than one, or a code
+    holding ``PAD``."""
     stats = {
         r["level"]: r
         for r in units.groupBy("level")
@@ -69,7 +68,7 @@ def chain(nmf: DataFrame, geography: DataFrame, config: Config) -> Chain:
         )
         .collect()
     }
-    for level in levels:
+    for level in config.geography.levels:
         counted = stats.get(level.name)
         if counted is None:
             raise UserError(f"{config.path}: level {level.name} has no geounits in the NMF")
@@ -78,19 +77,52 @@ def chain(nmf: DataFrame, geography: DataFrame, config: Config) -> Chain:
                 f"geounit {counted['padded']!r} of level {level.name}: a geocode holding the "
                 "character U+0000 cannot be estimated"
             )
-    root = levels[0]
-    if stats[root.name]["geounits"] != 1:
-        raise UserError(f"{config.path}: level {root.name} must have one geounit in the NMF")
-    given = {r["level"] for r in geography.select("level").distinct().collect()}
-    widths = [int(stats[level.name]["width"]) for level in levels]
-    widths[1:] = [max(w, 1) for w in widths[1:]]  # lengths must grow
-    lengths = list(itertools.accumulate(widths))
+    root = config.geography.root.name
+    if stats[root]["geounits"] != 1:
+        raise UserError(f"{config.path}: level {root} must have one geounit in the NMF")
+    widths = [int(stats[level]["width"]) for level in config.geography.names]
+    return widths[:1] + [max(w, 1) for w in widths[1:]]
+
+
+def chain(nmf: DataFrame, geography: DataFrame, config: Config) -> Chain:
+    """The chain's codes (cached), root first. Raises UserError for a geounit whose
+    parent has no measurements, and as ``_widths``."""
+    units = _geounits(nmf, config).cache()  # the NMF scanned once, for both jobs
+    try:
+        widths = _widths(units, config)
+        given = {r["level"] for r in geography.select("level").distinct().collect()}
+        union = _codes(units, geography, given, config.geography.levels, widths).cache()
+        orphan = union.where(F.col("code").isNull()).orderBy("level", "geocode").first()
+    finally:
+        units.unpersist()
+    if orphan is not None:
+        union.unpersist()
+        raise UserError(
+            f"geounit {orphan['geocode']!r} of level {orphan['level']} has no parent in "
+            "the level above (geography/ gives the parents that are not GEOID prefixes)"
+        )
+    lengths = itertools.accumulate(widths)
+    names = config.geography.names
+    pairs = tuple(Level(name, length) for name, length in zip(names, lengths, strict=True))
+    return Chain(union, Geography(pairs, block_length=pairs[-1].length))
+
+
+def _codes(
+    units: DataFrame,
+    geography: DataFrame,
+    given: set[str],
+    levels: tuple[Level, ...],
+    widths: list[int],
+) -> DataFrame:
+    """(level, geocode, code) of every geounit, root first; a null code where the
+    parent is missing. ``given``: the levels with rows in ``geography``."""
 
     def own(level: int) -> Column:
         return F.rpad("geocode", widths[level], PAD) if widths[level] else F.lit("")
 
-    codes = units.where(F.col("level") == root.name).select("geocode", own(0).alias("code"))
-    found = [codes.select(F.lit(root.name).alias("level"), "geocode", "code")]
+    root = levels[0].name
+    codes = units.where(F.col("level") == root).select("geocode", own(0).alias("code"))
+    union = codes.select(F.lit(root).alias("level"), "geocode", "code")
     for index, (parent, level) in enumerate(itertools.pairwise(levels), start=1):
         rows = units.where(F.col("level") == level.name).select("geocode")
         if level.name in given:
@@ -103,21 +135,8 @@ def chain(nmf: DataFrame, geography: DataFrame, config: Config) -> Chain:
         codes = rows.join(above, "parent", "left").select(
             "geocode", F.concat("up", own(index)).alias("code")
         )
-        found.append(codes.select(F.lit(level.name).alias("level"), "geocode", "code"))
-    union = found[0]
-    for frame in found[1:]:
-        union = union.unionByName(frame)
-    union = union.cache()
-    orphans = union.where(F.col("code").isNull()).orderBy("level", "geocode").first()
-    if orphans is not None:
-        union.unpersist()
-        raise UserError(
-            f"geounit {orphans['geocode']!r} of level {orphans['level']} has no parent in "
-            "the level above (geography/ gives the parents that are not GEOID prefixes)"
-        )
-    names = [level.name for level in levels]
-    pairs = tuple(Level(name, length) for name, length in zip(names, lengths, strict=True))
-    return Chain(union, Geography(pairs, block_length=lengths[-1]))
+        union = union.unionByName(codes.select(F.lit(level.name).alias("level"), "geocode", "code"))
+    return union
 
 
 def _recoded(frame: DataFrame, codes: DataFrame) -> DataFrame:
