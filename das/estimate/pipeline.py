@@ -296,13 +296,17 @@ def estimate_output(
 
 
 def estimate_recoded(
-    spark: SparkSession, chain_config: Config, source: str, output: str
+    spark: SparkSession,
+    chain_config: Config,
+    source: str,
+    output: str,
+    max_blocks: int = MAX_SUBTREE_BLOCKS,
 ) -> list[LevelSummary]:
     """``estimate_output`` from the NMF and invariants under ``source`` whose geocodes
     are a chain's (``chain_config``'s geography; ``Plan.recoded``), writing the run's
     ``estimates/`` under ``output`` with the run's codes."""
     path = f"{output.rstrip('/')}/estimates"
-    return _estimate(spark, chain_config, source, MAX_SUBTREE_BLOCKS, False, path)[0]
+    return _estimate(spark, chain_config, source, max_blocks, False, path)[0]
 
 
 def estimate_keeping_rows(

@@ -20,7 +20,12 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from das.errors import UserError
-from das.estimate.pipeline import LevelSummary, estimate_recoded, public_frame
+from das.estimate.pipeline import (
+    MAX_SUBTREE_BLOCKS,
+    LevelSummary,
+    estimate_recoded,
+    public_frame,
+)
 from das.estimate.subtree import PAD
 from das.spark.marks import RunMode
 from das.spark.storage import delete, exists
@@ -147,8 +152,11 @@ def _recoded(frame: DataFrame, codes: DataFrame) -> DataFrame:
     return frame.join(codes, ["level", "geocode"], "inner").select(*columns)
 
 
-def recoded_estimate(spark: SparkSession, config: Config, output: str) -> list[LevelSummary]:
-    """``estimates/`` of a run that published ``geography/``: recode, then estimate."""
+def recoded_estimate(
+    spark: SparkSession, config: Config, output: str, max_blocks: int = MAX_SUBTREE_BLOCKS
+) -> list[LevelSummary]:
+    """``estimates/`` of a run that published ``geography/``: recode, then estimate
+    (``max_blocks``: as ``das.estimate.pipeline.estimate_output``'s)."""
     root = output.rstrip("/")
     nmf = public_frame(spark, f"{root}/nmf")
     geography = public_frame(spark, f"{root}/{GEOGRAPHY}")
@@ -164,7 +172,7 @@ def recoded_estimate(spark: SparkSession, config: Config, output: str) -> list[L
             recoded = _recoded(frame, found.codes).transform(mode.mark)
             recoded.write.mode("overwrite").parquet(f"{work}/{name}")
         chained = replace(config, geography=found.geography)
-        return estimate_recoded(spark, chained, work, root)
+        return estimate_recoded(spark, chained, work, root, max_blocks)
     finally:
         found.codes.unpersist()
         delete(spark, work)
