@@ -189,8 +189,8 @@ def measure(
     progress: Progress,
 ) -> tuple[DataFrame, str, pd.DataFrame | None]:
     """Write the public measurements: the NMF (or keep a finished one when resuming), read
-    back from disk, ``invariants/`` and ``geography/``; also the noisy answers' error sums for the metrics
-    (saved at once, confidential)."""
+    back from disk, ``invariants/`` and ``geography/``; also the noisy answers' error sums
+    for the metrics (saved at once, confidential)."""
     path = f"{paths.output}/nmf"
     confidential = paths.confidential
     rng, noise_source = noise_generator(config)
