@@ -6,8 +6,9 @@ county in its code. Such a run publishes ``geography/`` (each geounit's parent, 
 levels where it is not the GEOID prefix), and the estimate gives every geounit a code of
 a chain: its parent's chain code, then its own code right-padded to the level's longest
 (``das.estimate.subtree.PAD``). The NMF and the invariants are written again under those
-codes (beside the run's files, hidden, and removed after); the estimate runs on them as
-on any run, and writes ``estimates/`` with each chain code's own part, the run's code.
+codes (beside the run's files, hidden, and removed after; the blocks' rows without a
+shuffle); the estimate runs on them as on any run, and writes ``estimates/`` with each
+chain code's own part, the run's code.
 The tree, and so every estimate, is the same; only the codes differ.
 """
 
@@ -45,6 +46,7 @@ class Chain:
 
     codes: DataFrame
     geography: Geography
+    given: frozenset[str]  # the levels with rows in geography/
 
 
 def has_geography(spark: SparkSession, output: str) -> bool:
@@ -109,7 +111,7 @@ def chain(nmf: DataFrame, geography: DataFrame, config: Config) -> Chain:
     lengths = itertools.accumulate(widths)
     names = config.geography.names
     pairs = tuple(Level(name, length) for name, length in zip(names, lengths, strict=True))
-    return Chain(union, Geography(pairs, block_length=pairs[-1].length))
+    return Chain(union, Geography(pairs, block_length=pairs[-1].length), frozenset(given))
 
 
 def _codes(
@@ -144,12 +146,34 @@ def _codes(
     return union
 
 
-def _recoded(frame: DataFrame, codes: DataFrame) -> DataFrame:
-    """``frame``'s rows under the chain's codes (in any order: the estimate sorts them)."""
+def _recoded(frame: DataFrame, found: Chain, geography: DataFrame, config: Config) -> DataFrame:
+    """``frame``'s rows (the NMF's or the invariants') under the chain's codes, in any
+    order (the estimate sorts them). The levels above the blocks join their codes
+    broadcast (a few hundred thousand for the U.S.); a block's code is its parent's then
+    its own, so the blocks' rows, the bulk of the NMF, are not shuffled, unless the
+    geography file codes the level above them (their parents are then joined from
+    ``geography/``)."""
+    block, parent = config.geography.levels[-1], config.geography.levels[-2]
     columns = [
         F.col("code").alias("geocode") if c == "geocode" else F.col(c) for c in frame.columns
     ]
-    return frame.join(codes, ["level", "geocode"], "inner").select(*columns)
+    upper_codes = found.codes.where(F.col("level") != block.name)
+    upper = frame.where(F.col("level") != block.name).join(
+        F.broadcast(upper_codes), ["level", "geocode"], "inner"
+    )
+    rows = frame.where(F.col("level") == block.name)
+    if block.name in found.given:
+        published = geography.where(F.col("level") == block.name).select("geocode", "parent")
+        rows = rows.join(published, "geocode", "inner")
+    else:
+        rows = rows.withColumn("parent", F.substring("geocode", 1, parent.length))
+    parents = found.codes.where(F.col("level") == parent.name).select(
+        F.col("geocode").alias("parent"), F.col("code").alias("up")
+    )
+    width = found.geography.block.length - found.geography.levels[-2].length
+    own = F.concat("up", F.rpad("geocode", width, PAD)).alias("code")
+    blocks = rows.join(F.broadcast(parents), "parent", "inner").select(*frame.columns, own)
+    return upper.select(*columns).unionByName(blocks.select(*columns))
 
 
 def recoded_estimate(
@@ -169,7 +193,7 @@ def recoded_estimate(
         if config.total_invariant_level is not None:
             files.append(("invariants", public_frame(spark, f"{root}/invariants")))
         for name, frame in files:
-            recoded = _recoded(frame, found.codes).transform(mode.mark)
+            recoded = _recoded(frame, found, geography, config).transform(mode.mark)
             recoded.write.mode("overwrite").parquet(f"{work}/{name}")
         chained = replace(config, geography=found.geography)
         return estimate_recoded(spark, chained, work, root, max_blocks)
