@@ -242,7 +242,10 @@ def run_command(args: argparse.Namespace) -> None:
         spark_conf=spark_conf,
     )
     elapsed = time.perf_counter() - start
-    print(render_summary(config, result.certificate, result.geounits, paths, elapsed))
+    summary = render_summary(
+        config, result.certificate, result.geounits, paths, elapsed, result.geography
+    )
+    print(summary)
 
 
 def fixture_command(args: argparse.Namespace) -> None:

@@ -52,15 +52,17 @@ class Output:
     public: bool
 
 
-def outputs(paths: RunPaths) -> tuple[Output, ...]:
-    """Every output of a run, public ones first."""
+def outputs(paths: RunPaths, geography: bool | None = None) -> tuple[Output, ...]:
+    """Every output of a run, public ones first. ``geography``: whether the run publishes
+    ``geography/`` (None: not known yet, so it is listed with its condition)."""
     out, secret = paths.output.rstrip("/"), paths.confidential.rstrip("/")
+    parents = "geography (parents)" if geography else "geography (a geography file's own codes)"
     return (
         Output("protected microdata (MDF)", f"{out}/mdf/", True),
         Output("noisy measurements (NMF)", f"{out}/nmf/", True),
         Output("estimates (BLUE, variances)", f"{out}/estimates/", True),
         Output("invariants", f"{out}/invariants/", True),
-        Output("geography (a geography file's own codes only)", f"{out}/geography/", True),
+        *([] if geography is False else [Output(parents, f"{out}/geography/", True)]),
         Output("level checkpoints", f"{out}/levels/<level>/", True),
         Output("certificate", f"{out}/certificate.md, certificate.json", True),
         Output("run record", f"{out}/{RUN_JSON}", True),
@@ -70,9 +72,10 @@ def outputs(paths: RunPaths) -> tuple[Output, ...]:
     )
 
 
-def output_lines(paths: RunPaths) -> list[str]:
-    """The outputs as aligned lines; the confidential ones say so."""
-    found = outputs(paths)
+def output_lines(paths: RunPaths, geography: bool | None = None) -> list[str]:
+    """The outputs as aligned lines (``geography``: as ``outputs``'); the confidential
+    ones say so."""
+    found = outputs(paths, geography)
     width = max(len(o.what) for o in found)
     return [
         f"  {o.what:<{width}}  {o.path}" + ("" if o.public else "  (confidential: never publish)")

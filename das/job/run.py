@@ -69,6 +69,7 @@ class RunResult:
     output: str
     certificate: Certificate
     geounits: Mapping[str, int] = field(default_factory=dict)  # per level, root first
+    geography: bool = False  # whether it published geography/ (a geography file's own codes)
 
 
 @contextmanager
@@ -176,7 +177,8 @@ def _run(
     log.info(
         "done: protected microdata in %s/mdf, certificate in %s/certificate.md", output, output
     )
-    return RunResult(output=output, certificate=certificate, geounits=geounits)
+    coded = any(level.parents is not None for level in histograms.values())
+    return RunResult(output, certificate, geounits, geography=coded)
 
 
 def measure(

@@ -21,7 +21,9 @@ def render_summary(
     geounits: Mapping[str, int],
     paths: RunPaths,
     wall_seconds: float,
+    geography: bool = False,
 ) -> str:
+    """``geography``: whether the run published ``geography/``."""
     post, privacy = certificate.postprocessing, certificate.privacy
     failsafes = [f"{r.level} {len(r.failsafes)}" for r in post.levels if r.failsafes]
     where = f" ({', '.join(failsafes)})" if failsafes else ""
@@ -34,6 +36,6 @@ def render_summary(
         f"  privacy:   rho = {privacy.rho} ({float(privacy.rho):.6g}), epsilon = "
         f"{privacy.epsilon_cks:.4f} at delta = {float(privacy.delta):.3g}",
         "outputs:",
-        *output_lines(paths),
+        *output_lines(paths, geography),
     ]
     return "\n".join(lines)

@@ -45,7 +45,7 @@ def _blue(*overrides: str, seed: int = 4):
 
 def test_a_blue_run_meets_every_constraint(spark, small_input):
     output = small_input / "blue"
-    run_job(_blue(), str(small_input / "input"), str(output), spark=spark)
+    assert not run_job(_blue(), str(small_input / "input"), str(output), spark=spark).geography
     assert validate_run(spark, str(small_input / "input"), str(output)) == []
     cert = json.loads((output / "certificate.json").read_text())
     assert cert["records"]["output_records"] == 1500  # the state total is invariant
@@ -100,7 +100,7 @@ def coded_run(spark, small_input):
     neither they nor their block groups find a parent by prefix."""
     directory, codes = _coded_input(small_input, "coded", lambda i, t: f"tract-{999 - i}")
     output = small_input / "coded" / "out"
-    run_job(_blue(), directory, str(output), spark=spark)
+    assert run_job(_blue(), directory, str(output), spark=spark).geography  # the summary's
     return directory, output, codes
 
 

@@ -38,15 +38,16 @@ def test_the_summary_says_what_came_out_what_it_cost_and_where_it_is():
     lines = text.splitlines()
     assert lines[0].startswith("das run demo: done in 2m05s; TEST MODE: ")
     assert lines[1] == "  persons:   2,000 in the protected microdata"
-    assert lines[2] == (
-        "  geounits:  us 1, state 1, county 2, tract 4, block_group 6, block 1,200"
-    )
+    assert lines[2] == ("  geounits:  us 1, state 1, county 2, tract 4, block_group 6, block 1,200")
     assert lines[3] == "  solves:    9; failsafes: 2 (block 2)"
     assert lines[4] == (
         f"  privacy:   rho = 293764/114921 (2.55623), epsilon = "
         f"{cert.privacy.epsilon_cks:.4f} at delta = 1e-10"
     )
     assert lines[5] == "outputs:"
-    for output, line in zip(outputs(paths), lines[6:], strict=True):
+    for output, line in zip(outputs(paths, geography=False), lines[6:], strict=True):
         assert output.what in line and output.path in line
     assert "/data/out-confidential/report.html  (confidential: never publish)" in text
+    assert "geography" not in text  # GEOID prefixes: no geography/
+    coded = render_summary(config, cert, geounits, paths, 125.0, geography=True)
+    assert "  geography (parents)  " in coded and "/data/out/geography/" in coded
