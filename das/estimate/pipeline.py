@@ -97,11 +97,16 @@ def public_frame(spark: SparkSession, uri: str) -> DataFrame:
     return spark.read.parquet(uri)
 
 
+def first_query(config: Config, level: str) -> str:
+    """The query whose NMF rows stand for the level's geounits, one row each."""
+    return min(q.name for q in config.queries[level])
+
+
 def block_counts(nmf: DataFrame, config: Config) -> tuple[np.ndarray, np.ndarray]:
     """The blocks' parents' geocodes, ascending, with their blocks in the NMF."""
     levels = config.geography.levels
     block = levels[-1]
-    first = min(q.name for q in config.queries[block.name])
+    first = first_query(config, block.name)
     counts = (
         nmf.where((F.col("level") == block.name) & (F.col("query") == first))
         .groupBy(F.substring("geocode", 1, levels[-2].length).alias("prefix"))
@@ -116,7 +121,7 @@ def block_counts_of(files: Sequence[str], config: Config) -> tuple[np.ndarray, n
     keys, no Spark job."""
     levels = config.geography.levels
     block = levels[-1].name
-    first = min(q.name for q in config.queries[block])
+    first = first_query(config, block)
     keys = []
     for file in files:  # a batch at a time: the driver keeps a short key per block only
         for batch in level_batches(file, ["level", "geocode", "query"], [block], 65536):

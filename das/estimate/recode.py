@@ -25,9 +25,11 @@ from das.estimate.pipeline import (
     MAX_SUBTREE_BLOCKS,
     LevelSummary,
     estimate_recoded,
+    first_query,
     public_frame,
 )
 from das.estimate.subtree import PAD
+from das.input.read import geocode_of
 from das.spark.marks import RunMode
 from das.spark.storage import delete, exists
 from das.spec.config import Config
@@ -41,8 +43,8 @@ RECODED = "_estimate_recoded"
 
 @dataclass(frozen=True)
 class Chain:
-    """Every geounit's code in the chain (``codes``: level, geocode, code) and the
-    geography whose prefix lengths those codes follow."""
+    """The code in the chain of every geounit above the blocks (``codes``: level,
+    geocode, code) and the geography whose prefix lengths the chain's codes follow."""
 
     codes: DataFrame
     geography: Geography
@@ -56,7 +58,7 @@ def has_geography(spark: SparkSession, output: str) -> bool:
 
 def _geounits(nmf: DataFrame, config: Config) -> DataFrame:
     """(level, geocode) of every geounit in the NMF (the rows of one query per level)."""
-    first = [(level, min(q.name for q in qs)) for level, qs in config.queries.items()]
+    first = [(level, first_query(config, level)) for level in config.queries]
     pairs = F.struct("level", "query").isin([F.struct(F.lit(a), F.lit(b)) for a, b in first])
     return nmf.where(pairs).select("level", "geocode")
 
@@ -92,56 +94,71 @@ def _widths(units: DataFrame, config: Config) -> list[int]:
 
 
 def chain(nmf: DataFrame, geography: DataFrame, config: Config) -> Chain:
-    """The chain's codes (cached), root first. Raises UserError for a geounit whose
-    parent has no measurements, and as ``_widths``."""
+    """The chain's codes of every level above the blocks (cached: ``_recoded`` gives the
+    blocks theirs, from their parents'), root first. Raises UserError for a geounit, a
+    block too, whose parent has no measurements, and as ``_widths``."""
+    levels = config.geography.levels
     units = _geounits(nmf, config).cache()  # the NMF scanned once, for both jobs
     try:
         widths = _widths(units, config)
-        given = {r["level"] for r in geography.select("level").distinct().collect()}
-        union = _codes(units, geography, given, config.geography.levels, widths).cache()
-        orphan = union.where(F.col("code").isNull()).orderBy("level", "geocode").first()
+        given = frozenset(r["level"] for r in geography.select("level").distinct().collect())
+        upper = _codes(units, geography, given, levels[:-1], widths).cache()
+        block, parent = levels[-1], levels[-2]
+        blocks = units.where(F.col("level") == block.name)
+        rows = _with_parents(blocks, geography, given, block, parent)
+        placed = (F.col("level") == parent.name) & F.col("code").isNotNull()
+        parents = upper.where(placed).select(F.col("geocode").alias("parent"))
+        orphans = rows.join(parents, "parent", "left_anti").select("level", "geocode")
+        unplaced = upper.where(F.col("code").isNull()).select("level", "geocode")
+        orphan = unplaced.unionByName(orphans).orderBy("level", "geocode").first()
     finally:
         units.unpersist()
     if orphan is not None:
-        union.unpersist()
+        upper.unpersist()
         raise UserError(
             f"geounit {orphan['geocode']!r} of level {orphan['level']} has no parent in "
             "the level above (geography/ gives the parents that are not GEOID prefixes)"
         )
     lengths = itertools.accumulate(widths)
-    names = config.geography.names
-    pairs = tuple(Level(name, length) for name, length in zip(names, lengths, strict=True))
-    return Chain(union, Geography(pairs, block_length=pairs[-1].length), frozenset(given))
+    pairs = tuple(Level(lv.name, n) for lv, n in zip(levels, lengths, strict=True))
+    return Chain(upper, Geography(pairs, block_length=pairs[-1].length), given)
+
+
+def _with_parents(
+    rows: DataFrame, geography: DataFrame, given: frozenset[str], level: Level, parent: Level
+) -> DataFrame:
+    """``rows`` (of ``level``) with each one's ``parent``: the one ``geography/`` gives
+    where the level has rows there (null where it gives none), else its geocode's prefix."""
+    if level.name in given:
+        published = geography.where(F.col("level") == level.name).select("geocode", "parent")
+        return rows.join(published, "geocode", "left")
+    return rows.withColumn("parent", geocode_of("geocode", parent.length))
+
+
+def _chained(width: int) -> Column:
+    """A geounit's chain code: its parent's (``up``), then its own padded to ``width``."""
+    own = F.rpad("geocode", width, PAD) if width else F.lit("")
+    return F.concat("up", own).alias("code")
 
 
 def _codes(
     units: DataFrame,
     geography: DataFrame,
-    given: set[str],
+    given: frozenset[str],
     levels: tuple[Level, ...],
     widths: list[int],
 ) -> DataFrame:
-    """(level, geocode, code) of every geounit, root first; a null code where the
-    parent is missing. ``given``: the levels with rows in ``geography``."""
-
-    def own(level: int) -> Column:
-        return F.rpad("geocode", widths[level], PAD) if widths[level] else F.lit("")
-
+    """(level, geocode, code) of every geounit of ``levels``, root first; a null code
+    where the parent is missing."""
     root = levels[0].name
-    codes = units.where(F.col("level") == root).select("geocode", own(0).alias("code"))
+    codes = units.where(F.col("level") == root).select("geocode", F.lit("").alias("up"))
+    codes = codes.select("geocode", _chained(widths[0]))
     union = codes.select(F.lit(root).alias("level"), "geocode", "code")
     for index, (parent, level) in enumerate(itertools.pairwise(levels), start=1):
         rows = units.where(F.col("level") == level.name).select("geocode")
-        if level.name in given:
-            published = geography.where(F.col("level") == level.name)
-            rows = rows.join(published.select("geocode", "parent"), "geocode", "left")
-        else:
-            prefix = F.substring("geocode", 1, parent.length) if parent.length else F.lit("")
-            rows = rows.withColumn("parent", prefix)
+        rows = _with_parents(rows, geography, given, level, parent)
         above = codes.select(F.col("geocode").alias("parent"), F.col("code").alias("up"))
-        codes = rows.join(above, "parent", "left").select(
-            "geocode", F.concat("up", own(index)).alias("code")
-        )
+        codes = rows.join(above, "parent", "left").select("geocode", _chained(widths[index]))
         union = union.unionByName(codes.select(F.lit(level.name).alias("level"), "geocode", "code"))
     return union
 
@@ -157,22 +174,19 @@ def _recoded(frame: DataFrame, found: Chain, geography: DataFrame, config: Confi
     columns = [
         F.col("code").alias("geocode") if c == "geocode" else F.col(c) for c in frame.columns
     ]
-    upper_codes = found.codes.where(F.col("level") != block.name)
     upper = frame.where(F.col("level") != block.name).join(
-        F.broadcast(upper_codes), ["level", "geocode"], "inner"
+        F.broadcast(found.codes), ["level", "geocode"], "inner"
     )
-    rows = frame.where(F.col("level") == block.name)
-    if block.name in found.given:
-        published = geography.where(F.col("level") == block.name).select("geocode", "parent")
-        rows = rows.join(published, "geocode", "inner")
-    else:
-        rows = rows.withColumn("parent", F.substring("geocode", 1, parent.length))
+    rows = _with_parents(
+        frame.where(F.col("level") == block.name), geography, found.given, block, parent
+    )
     parents = found.codes.where(F.col("level") == parent.name).select(
         F.col("geocode").alias("parent"), F.col("code").alias("up")
     )
     width = found.geography.block.length - found.geography.levels[-2].length
-    own = F.concat("up", F.rpad("geocode", width, PAD)).alias("code")
-    blocks = rows.join(F.broadcast(parents), "parent", "inner").select(*frame.columns, own)
+    blocks = rows.join(F.broadcast(parents), "parent", "inner").select(
+        *frame.columns, _chained(width)
+    )
     return upper.select(*columns).unionByName(blocks.select(*columns))
 
 

@@ -13,6 +13,7 @@ file gives that are not GEOID prefixes (``das.estimate.recode``).
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
+from functools import reduce
 
 import numpy as np
 import pyarrow as pa
@@ -119,10 +120,7 @@ def invariant_frame(histograms: Mapping[str, LevelHistograms], levels: list[str]
         )
         for name in levels
     ]
-    union = frames[0]
-    for frame in frames[1:]:
-        union = union.unionByName(frame)
-    return union
+    return reduce(DataFrame.unionByName, frames)
 
 
 def write_invariants(
@@ -142,12 +140,7 @@ def geography_frame(histograms: Mapping[str, LevelHistograms]) -> DataFrame | No
         for name, h in histograms.items()
         if h.parents is not None
     ]
-    if not frames:
-        return None
-    union = frames[0]
-    for frame in frames[1:]:
-        union = union.unionByName(frame)
-    return union
+    return reduce(DataFrame.unionByName, frames) if frames else None
 
 
 def write_geography(

@@ -1,6 +1,7 @@
 """The chain of codes the estimate gives a geography file's own codes
 (``das.estimate.recode``): each geounit its parent's chain code, then its own padded to
-the level's longest; a geounit whose parent is missing is refused."""
+the level's longest (the blocks' given as their rows are recoded); a geounit whose
+parent is missing is refused."""
 
 from __future__ import annotations
 
@@ -8,9 +9,10 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+from pyspark.sql import functions as F
 
 from das.errors import UserError
-from das.estimate.recode import chain
+from das.estimate.recode import _recoded, chain
 from das.estimate.subtree import PAD, Plan
 from das.spec.config import load_config
 from das.spec.geography import Level
@@ -48,8 +50,11 @@ def test_codes_are_the_parents_then_their_own_padded(spark):
     config, nmf = _nmf(spark, rows)
     parents = [("tract", "north-7", "44001"), ("tract", "s", "44003")]
     parents += [("block_group", "440010001001", "north-7"), ("block_group", "440030001001", "s")]
-    found = chain(nmf, _parents(spark, parents), config)
-    codes = {(r["level"], r["geocode"]): r["code"] for r in found.codes.collect()}
+    geography = _parents(spark, parents)
+    found = chain(nmf, geography, config)
+    upper = {(r["level"], r["geocode"]): r["code"] for r in found.codes.collect()}
+    recoded = _recoded(nmf.withColumn("run_code", F.col("geocode")), found, geography, config)
+    codes = {(r["level"], r["run_code"]): r["geocode"] for r in recoded.collect()}
     found.codes.unpersist()
     assert found.geography.levels == (
         Level("us", 0),
@@ -73,6 +78,7 @@ def test_codes_are_the_parents_then_their_own_padded(spark):
         ("block", "440010001001001"): north + "440010001001440010001001001",
         ("block", "440030001001000"): south + "440030001001440030001001000",
     }
+    assert upper == {key: code for key, code in codes.items() if key[0] != "block"}
     plan = Plan(replace(config, geography=found.geography), None, 0, "nmf", recoded=True)
     for (level, code), chained in codes.items():
         assert plan.run_codes(level, np.asarray([chained], dtype=object)).tolist() == [code]
@@ -89,4 +95,12 @@ def test_a_geounit_whose_parent_is_not_measured_is_refused(spark):
     assert str(info.value) == (
         "geounit 't2' of level tract has no parent in the level above (geography/ gives "
         "the parents that are not GEOID prefixes)"
+    )
+    rows = [r for r in rows if r != ("tract", "t2")] + [("block", "440010001002000")]
+    config, nmf = _nmf(spark, rows)
+    with pytest.raises(UserError) as info:  # a block: its parent is its GEOID's prefix
+        chain(nmf, _parents(spark, parents[:1] + parents[2:]), config)
+    assert str(info.value) == (
+        "geounit '440010001002000' of level block has no parent in the level above "
+        "(geography/ gives the parents that are not GEOID prefixes)"
     )
