@@ -477,19 +477,11 @@ def _by_spark(
 
 
 def _upper_rows(plan: Plan, basis: Basis, found: Above, schema: pa.Schema) -> pa.Table:
-    names = plan.config.geography.names
-    batches = [
-        batch
-        for index, codes in enumerate(found.geocodes)
-        for batch in estimate_batches(
-            basis,
-            plan.config,
-            names[index],
-            plan.run_codes(names[index], codes),
-            found.estimates[index],
-            schema,
-        )
-    ]
+    batches: list[pa.RecordBatch] = []
+    for index, codes in enumerate(found.geocodes):  # the levels above the split
+        name, est = plan.config.geography.names[index], found.estimates[index]
+        codes = plan.run_codes(name, codes)
+        batches += estimate_batches(basis, plan.config, name, codes, est, schema)
     return pa.Table.from_batches(batches, schema=schema)
 
 
