@@ -229,5 +229,5 @@ def coverage_rows(results: Mapping[str, Any], levels: Sequence[str]) -> list[lis
             (c["level"], c["query"]): [(s["inside"], s["cells"]) for s in c["seeds"]]
             for c in found["coverage"]
         }
-        rows += table_rows(name, counts, levels)
+        rows += table_rows(name, counts, levels, found["queries"])
     return rows

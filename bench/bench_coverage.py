@@ -1,5 +1,6 @@
 """Coverage of the estimator's 90% intervals (estimate +- 1.6449 sqrt(variance)) against the
-true answers, over several seeds, on the RI fixture and a synthetic state.
+true answers, over several seeds: the persons product on the RI fixture and a synthetic
+state, and the occupancy product (H1) on the RI fixture's housing units.
 
     python -m bench.bench_coverage --work DIR [--seeds 1 2 3 4 5] [--ri DIR] [--persons N]
 
@@ -17,6 +18,7 @@ from __future__ import annotations
 import argparse
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -26,18 +28,34 @@ import pyarrow.parquet as pq
 
 from bench.common import print_table, write_results
 
-CONFIG = "configs/pl94_2020_production.toml"
+PERSONS = "configs/pl94_2020_production.toml"
+H1 = "configs/h1_2020_production.toml"
+#: The persons product's queries whose coverage is measured: the total, two multi-cell
+#: marginals and the whole histogram.
 QUERIES = ("total", "votingage*hispanic", "hhinstlevels", "detailed")
+#: H1 measures one query, its histogram (occupied, vacant); its totals are invariant.
+H1_QUERIES = ("detailed",)
 Z90 = 1.6449
 
 
-def true_answers(histograms: Any, config: Any) -> dict[tuple[str, str], dict[str, np.ndarray]]:
-    """(level, query) -> geocode -> true answer, for the measured queries of QUERIES."""
+@dataclass(frozen=True)
+class Product:
+    """One input run under one configuration: its name in the table, and the queries checked."""
+
+    name: str
+    config: str
+    queries: tuple[str, ...]
+
+
+def true_answers(
+    histograms: Any, config: Any, queries: Sequence[str]
+) -> dict[tuple[str, str], dict[str, np.ndarray]]:
+    """(level, query) -> geocode -> true answer, for the measured queries among ``queries``."""
     found: dict[tuple[str, str], dict[str, np.ndarray]] = {}
     for level, h in histograms.items():
         rows = h.frame.select("geocode", "cells", "counts").collect()
         for query in config.queries[level]:
-            if query.name in QUERIES:
+            if query.name in queries:
                 found[(level, query.name)] = {
                     r["geocode"]: query.answer(
                         np.asarray(r["cells"], dtype=np.int64), np.asarray(r["counts"])
@@ -68,7 +86,7 @@ def coverage(
 
 
 def one_input(
-    spark: Any, name: str, input_dir: str, seeds: Sequence[int], work: Path
+    spark: Any, product: Product, input_dir: str, seeds: Sequence[int], work: Path
 ) -> dict[str, Any]:
     from das.estimate.pipeline import estimate_output
     from das.input.read import count_geounits, read_histograms
@@ -77,15 +95,15 @@ def one_input(
     from das.privacy.measure import write_nmf
     from das.spec.config import load_config
 
-    config = load_config(CONFIG, ["run.production=false"], seed=seeds[0])
+    config = load_config(product.config, ["run.production=false"], seed=seeds[0])
     histograms = read_histograms(spark, config, input_dir)
     count_geounits(histograms)
-    truth = true_answers(histograms, config)
+    truth = true_answers(histograms, config, product.queries)
     counts: dict[tuple[str, str], list[tuple[int, int]]] = {}
     cpu, wall = [], []
     for seed in seeds:
-        config = load_config(CONFIG, ["run.production=false"], seed=seed)
-        output = work / f"{name}_seed{seed}"
+        config = load_config(product.config, ["run.production=false"], seed=seed)
+        output = work / f"{product.name}_seed{seed}"
         write_nmf(histograms, config, seeded_rng(seed), str(output / "nmf"))
         write_run_invariants(spark, config, histograms, str(output))
         start_cpu, start_wall = time.process_time(), time.perf_counter()
@@ -98,10 +116,14 @@ def one_input(
 
 
 def table_rows(
-    name: str, counts: dict[tuple[str, str], list[tuple[int, int]]], levels: Sequence[str]
+    name: str,
+    counts: dict[tuple[str, str], list[tuple[int, int]]],
+    levels: Sequence[str],
+    queries: Sequence[str],
 ) -> list[list[object]]:
+    """Per query and level: the cells, the pooled coverage and the seeds' lowest and highest."""
     rows = []
-    for query in QUERIES:
+    for query in queries:
         for level in levels:
             per_seed = counts.get((level, query))
             if not per_seed or not sum(n for _, n in per_seed):
@@ -133,13 +155,20 @@ def main(argv: Sequence[str] | None = None) -> None:
     if not (synthetic / "persons.parquet").exists():
         write_synthetic_fixture(args.persons, synthetic, seed=1)
     spark = spark_session(SparkSection(master="local[2]", shuffle_partitions=8), "bench coverage")
-    levels = load_config(CONFIG, ["run.production=false"]).geography.names
+    levels = load_config(PERSONS, ["run.production=false"]).geography.names
     results, rows = {}, []
     ri = args.ri or ri_input(args.work)
-    for name, input_dir in (("ri", str(ri)), ("synthetic", str(synthetic))):
-        found = one_input(spark, name, input_dir, args.seeds, args.work)
-        rows += table_rows(name, found["counts"], levels)
-        results[name] = {
+    products = (
+        (Product("ri", PERSONS, QUERIES), ri),
+        (Product("synthetic", PERSONS, QUERIES), synthetic),
+        (Product("ri_h1", H1, H1_QUERIES), ri),
+    )
+    for product, input_dir in products:
+        found = one_input(spark, product, str(input_dir), args.seeds, args.work)
+        rows += table_rows(product.name, found["counts"], levels, product.queries)
+        results[product.name] = {
+            "config": product.config,
+            "queries": product.queries,
             "estimate_cpu_s": found["estimate_cpu_s"],
             "estimate_wall_s": found["estimate_wall_s"],
             "coverage": [
@@ -151,9 +180,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     print_table(headers, rows, title=f"90% interval coverage over seeds {args.seeds}")
     for name, r in results.items():
         print(f"{name}: estimate pass CPU s {r['estimate_cpu_s']}, wall s {r['estimate_wall_s']}")
-    path = write_results(
-        "coverage", {"config": CONFIG, "seeds": args.seeds, "z": Z90, "inputs": results}
-    )
+    path = write_results("coverage", {"seeds": args.seeds, "z": Z90, "inputs": results})
     print(f"written {path}")
 
 
