@@ -67,10 +67,16 @@ def logging_options(before_command: bool = False) -> argparse.ArgumentParser:
 
 
 def add_command(
-    commands: argparse._SubParsersAction[argparse.ArgumentParser], name: str, help: str
+    commands: argparse._SubParsersAction[argparse.ArgumentParser],
+    name: str,
+    help: str,
+    description: str | None = None,
 ) -> argparse.ArgumentParser:
-    """A (sub)command that takes -v/-q after its name too."""
-    return commands.add_parser(name, help=help, parents=[logging_options()])
+    """A (sub)command that takes -v/-q after its name too; its ``--help`` opens with
+    ``description`` (by default the one line ``das --help`` lists it with)."""
+    return commands.add_parser(
+        name, help=help, description=description or help, parents=[logging_options()]
+    )
 
 
 def add_conf_argument(parser: argparse.ArgumentParser) -> None:
@@ -167,7 +173,13 @@ def parser() -> argparse.ArgumentParser:
     add_conf_argument(check)
 
     estimate = add_command(
-        commands, "estimate", "recompute a run's estimates/ (BLUE) from its public files"
+        commands,
+        "estimate",
+        "recompute a run's estimates/ (BLUE) from its public files",
+        "Recompute OUTPUT/estimates/ from the run's public files alone (nmf/, invariants/, "
+        "run.json, and geography/ where the run published it): the best linear unbiased "
+        "estimate of every measured query at every geounit, with its exact variance. A 90% "
+        "interval is estimate +- 1.6449 sqrt(variance).",
     )
     estimate.add_argument("output", help="the run's output directory (nmf/, invariants/, run.json)")
     add_conf_argument(estimate)

@@ -288,6 +288,16 @@ def test_run_help_states_where_the_confidential_metrics_go(capsys):
     assert "default: <output>-confidential, a sibling of --output; never inside it" in help_text
 
 
+def test_every_command_s_help_says_what_it_does(capsys):
+    with pytest.raises(SystemExit):
+        main(["validate", "--help"])
+    assert "check a finished run's outputs against its input" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        main(["estimate", "--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert "A 90% interval is estimate +- 1.6449 sqrt(variance)." in help_text
+
+
 @pytest.mark.parametrize(
     ("error", "code", "first"),
     [
