@@ -306,10 +306,14 @@ def coverage_section(tables: Mapping[str, Any]) -> list[str]:
         f"`{(coverage['git_commit'] or 'unknown')[:7]}`, {coverage['timestamp']}, seeds "
         f"{', '.join(map(str, coverage['seeds']))}): the share of cells whose true answer lies",
         "in estimate +- 1.6449 sqrt(variance), pooled over seeds (cells of variance 0 left out).",
-        "`ri` and `synthetic`: `configs/pl94_2020_production.toml` on the RI fixture and a",
-        "synthetic state; `ri_h1`: `configs/h1_2020_production.toml` on the RI fixture's housing",
-        "units, whose two cells per geounit (occupied, vacant) make one interval each, the",
-        "number of units being invariant.",
+        "",
+        *(
+            f"- `{name}`: `{found['config']}` on {found['input']}"
+            for name, found in coverage["inputs"].items()
+        ),
+        "",
+        "The occupancy product's two cells per geounit (occupied, vacant) make one interval",
+        "each, the number of units being invariant.",
         "",
         markdown_table(headers, rows),
         "",

@@ -107,24 +107,40 @@ class Goal:
 
 
 def goals(
-    levels: pd.DataFrame, bias: Mapping[str, pd.DataFrame], whole: pd.DataFrame | None = None
+    levels: pd.DataFrame,
+    bias: Mapping[str, pd.DataFrame],
+    whole: pd.DataFrame | None = None,
+    bound: Mapping[str, float] | None = None,
 ) -> list[Goal]:
-    """``whole``: the per-seed errors (``whole_levels``), for the paired t of a worse pair."""
+    """``whole``: the per-seed errors (``whole_levels``), for the paired t of a worse pair;
+    ``bound``: per level, the expected MAE of the best linear unbiased estimate of the total
+    (``bench.total_bound``), which the ratio goal's detail sets beside the rule's."""
     present = set(levels["source"].astype(str))
     return [
-        _ratio_goal(levels, present),
+        _ratio_goal(levels, present, bound or {}),
         _no_worse_goal(levels, present, whole),
         *(_bias_goal(bias[by], by, present) for by in ("diversity_bin", "size_bin")),
     ]
 
 
-def _ratio_goal(levels: pd.DataFrame, present: set[str]) -> Goal:
+def _ratio_goal(levels: pd.DataFrame, present: set[str], bound: Mapping[str, float]) -> Goal:
     name = f"tract and block-group total MAE at most {GOAL_RATIO}x the 2020 rule's"
     if not {"default", "rule2020"} <= present:
         return Goal(name, None, "needs the default and rule2020 variants")
     mae = {str(k): v for k, v in mean_mae(levels, "total").to_dict("index").items()}
     pairs = {lv: (float(mae[lv]["default"]), float(mae[lv]["rule2020"])) for lv in GOAL_LEVELS}
     detail = "; ".join(f"{lv}: {d:.3f} / {r:.3f} = {d / r:.3f}" for lv, (d, r) in pairs.items())
+    known = [lv for lv in GOAL_LEVELS if lv in bound]
+    if known:
+        detail += (
+            ". No linear unbiased estimate from these measurements does better, in expectation, "
+            "than the tree-wide BLUE of the total with the known zeros and the exact totals "
+            "(`python -m bench.total_bound`): "
+            + "; ".join(
+                f"{lv} {bound[lv]:.3f} = {bound[lv] / pairs[lv][1]:.3f}x the rule's" for lv in known
+            )
+            + "; the protected output can, through nonnegativity and integrality"
+        )
     return Goal(name, all(d <= GOAL_RATIO * r for d, r in pairs.values()), detail)
 
 

@@ -12,7 +12,9 @@ with a finished run for every seed: per level and query, the MAE, mean signed er
 RMSE per cell of each variant's protected output, of the BLUE (the runs' estimates/
 against the true histograms, taken once per seed) and of the noisy measurements, side by
 side over seeds; the block-group bias of the total by true diversity and by true size;
-issue 26's goals; the estimates' coverage (bench/results/coverage.json, not rerun); the
+issue 26's goals, with the expected error of the best linear unbiased estimate of each
+total beside the ratio goal (bench.total_bound, on the first seed's default run); the
+estimates' coverage (bench/results/coverage.json, not rerun); the
 occupancy product's figures (bench/results/h1.json, not rerun); and the estimate pass's
 cost from the certificates.
 
@@ -42,6 +44,7 @@ from bench.accuracy_runs import (
     blue_errors,
     load_runs,
     ri_input,
+    run_dir,
     run_one,
 )
 from bench.common import (
@@ -62,7 +65,23 @@ RI_LABEL = (
 )
 
 
-def build_tables(runs: Runs, errors: pd.DataFrame) -> dict[str, Any]:
+def linear_bound(work: Path, runs: Runs, input_dir: Path, config: str) -> dict[str, float]:
+    """Per level below the invariant one, the expected MAE of the tree-wide BLUE of the
+    total (``bench.total_bound``): a function of the variances and the known zeros, the
+    same for every seed, so taken from the first seed's default run. Empty without one."""
+    from bench.total_bound import bound
+    from das.spec.config import load_config
+
+    invariant = load_config(config, ["run.production=false"]).total_invariant_level
+    if "default" not in runs.variants or invariant is None:
+        return {}
+    table = bound(str(run_dir(work, "default", runs.seeds[0])), str(input_dir), config)
+    return {str(lv): float(v) for lv, v in zip(table["level"], table["expected_mae"], strict=True)}
+
+
+def build_tables(
+    runs: Runs, errors: pd.DataFrame, bound: dict[str, float] | None = None
+) -> dict[str, Any]:
     levels = tables.level_table(errors, runs.levels)
     bias = {by: tables.bias_table(errors, by) for by in ("diversity_bin", "size_bin")}
     coverage_path = RESULTS_DIR / "coverage.json"
@@ -77,7 +96,8 @@ def build_tables(runs: Runs, errors: pd.DataFrame) -> dict[str, Any]:
         "diversity": bias["diversity_bin"],
         "size": bias["size_bin"],
         "cross": {v: tables.cross_table(errors, v) for v in runs.variants},
-        "goals": tables.goals(levels, bias, tables.whole_levels(errors)),
+        "goals": tables.goals(levels, bias, tables.whole_levels(errors), bound),
+        "bound": bound or {},
         "cost": tables.estimate_cost(runs.certificates, runs.walls),
         "coverage": coverage,
     }
@@ -117,6 +137,7 @@ def results(runs: Runs, errors: pd.DataFrame, found: dict[str, Any]) -> dict[str
             "cross": {v: _records(t) for v, t in found["cross"].items()},
         },
         "goals": [{"goal": g.name, "met": g.met, "detail": g.detail} for g in found["goals"]],
+        "total_linear_bound_expected_mae": found["bound"],
         "estimate_cost": _records(found["cost"]),
     }
 
@@ -173,7 +194,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     errors = pd.concat(
         [runs.errors, blue_errors(args.work, runs, input_dir, args.config)], ignore_index=True
     )
-    found = build_tables(runs, errors)
+    found = build_tables(runs, errors, linear_bound(args.work, runs, input_dir, args.config))
     print_tables(found)
     docs = args.out or REPO_ROOT / "docs"
     plot_levels(found["levels"], runs.levels, docs / IMAGES["levels"])

@@ -3,6 +3,11 @@ true answers, over several seeds: the persons product on the RI fixture and a sy
 state, and the occupancy product (H1) on the RI fixture's housing units.
 
     python -m bench.bench_coverage --work DIR [--seeds 1 2 3 4 5] [--ri DIR] [--persons N]
+        [--counties N]
+
+RI has 5 counties, so its county rows count 5 intervals a seed; the synthetic state has
+many (100 by default) so that the county level's coverage is measured on as many
+intervals as a seed can give.
 
 Per input: the histograms are read once; per seed, the noisy measurements are drawn
 (seeded test mode), the invariants and ``estimates/`` written (das.estimate) -- no
@@ -40,11 +45,13 @@ Z90 = 1.6449
 
 @dataclass(frozen=True)
 class Product:
-    """One input run under one configuration: its name in the table, and the queries checked."""
+    """One input run under one configuration: its name in the table, the queries checked,
+    and what the input is (for the page)."""
 
     name: str
     config: str
     queries: tuple[str, ...]
+    input: str
 
 
 def true_answers(
@@ -144,6 +151,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         "--ri", type=Path, help="the RI fixture (default: built by das fixture blocks in --work)"
     )
     parser.add_argument("--persons", type=int, default=200_000, help="the synthetic state's size")
+    parser.add_argument("--counties", type=int, default=100, help="the synthetic state's counties")
     args = parser.parse_args(argv)
 
     from bench.accuracy_runs import ri_input
@@ -151,23 +159,26 @@ def main(argv: Sequence[str] | None = None) -> None:
     from das.spark.session import spark_session
     from das.spec.config import SparkSection, load_config
 
-    synthetic = args.work / "synthetic_in"
+    synthetic = args.work / f"synthetic_in_{args.persons}_{args.counties}"
     if not (synthetic / "persons.parquet").exists():
-        write_synthetic_fixture(args.persons, synthetic, seed=1)
+        write_synthetic_fixture(args.persons, synthetic, seed=1, counties=args.counties)
     spark = spark_session(SparkSection(master="local[2]", shuffle_partitions=8), "bench coverage")
     levels = load_config(PERSONS, ["run.production=false"]).geography.names
     results, rows = {}, []
     ri = args.ri or ri_input(args.work)
+    ri_label = "the RI fixture" if args.ri is None else f"`{args.ri}`"
+    shape = f"a synthetic state ({args.persons:,} persons, {args.counties} counties, seed 1)"
     products = (
-        (Product("ri", PERSONS, QUERIES), ri),
-        (Product("synthetic", PERSONS, QUERIES), synthetic),
-        (Product("ri_h1", H1, H1_QUERIES), ri),
+        (Product("ri", PERSONS, QUERIES, ri_label), ri),
+        (Product("synthetic", PERSONS, QUERIES, shape), synthetic),
+        (Product("ri_h1", H1, H1_QUERIES, f"{ri_label}'s housing units"), ri),
     )
     for product, input_dir in products:
         found = one_input(spark, product, str(input_dir), args.seeds, args.work)
         rows += table_rows(product.name, found["counts"], levels, product.queries)
         results[product.name] = {
             "config": product.config,
+            "input": product.input,
             "queries": product.queries,
             "estimate_cpu_s": found["estimate_cpu_s"],
             "estimate_wall_s": found["estimate_wall_s"],

@@ -10,7 +10,14 @@ import pandas as pd
 import pytest
 
 from bench import accuracy_tables as tables
-from bench.accuracy_page import CENSUS, cost_lines, document, h1_section, level_rows
+from bench.accuracy_page import (
+    CENSUS,
+    cost_lines,
+    coverage_section,
+    document,
+    h1_section,
+    level_rows,
+)
 from bench.accuracy_runs import VARIANTS, check_settings, run_dir, supported
 
 LEVELS = ["state", "tract", "block_group"]
@@ -69,6 +76,12 @@ def test_goals_pass_and_fail_with_their_numbers():
     # tract (0.65 / 1.05 = 0.619) passes, block_group (0.75 / 1.05 = 0.714) does not
     assert ratio.met is False
     assert ratio.detail == "tract: 0.650 / 1.050 = 0.619; block_group: 0.750 / 1.050 = 0.714"
+    levels, bias = found(errors())["levels"], found(errors())["bias"]
+    ratio = tables.goals(levels, bias, bound={"block_group": 0.84, "block": 3.0})[0]
+    assert ratio.detail.startswith("tract: 0.650 / 1.050 = 0.619; block_group: 0.750 / 1.050")
+    assert "(`python -m bench.total_bound`): block_group 0.840 = 0.800x the rule's; the" in (
+        ratio.detail
+    )
     assert no_worse.met is True
     assert "largest ratio default / own_totals: 1.000 (hispanic at tract)" in no_worse.detail
     assert diversity.met is False  # the default's bias is twice today's
@@ -169,6 +182,24 @@ def test_the_page_has_the_occupancy_products_table_from_its_results():
         "input `out/h1/ri_input`): `configs/h1_2020_production.toml` as"
     )
     assert "| level | ratio | default lower |\n|---|---|---|\n| tract | 0.769 | 2 of 2 |" in lines
+
+
+def test_the_coverage_section_names_each_input_and_its_config():
+    found = {
+        "git_commit": "3404c68aa",
+        "timestamp": "t",
+        "seeds": [1, 2],
+        "inputs": {
+            "ri": {"config": "configs/p.toml", "input": "the RI fixture"},
+            "ri_h1": {"config": "configs/h.toml", "input": "the RI fixture's housing units"},
+        },
+        "rows": [["ri", "total", "tract", 1220, 0.8951, 0.852, 0.922]],
+    }
+    lines = coverage_section({"coverage": found})
+    assert lines[0].startswith("From `bench/results/coverage.json` (`make bench-coverage`, commit ")
+    assert "- `ri`: `configs/p.toml` on the RI fixture" in lines
+    assert "- `ri_h1`: `configs/h.toml` on the RI fixture's housing units" in lines
+    assert "| ri | total | tract | 1,220 | 0.895 | 0.852 | 0.922 |" in "\n".join(lines)
 
 
 def test_a_cached_run_of_other_settings_is_refused(tmp_path: Path):
