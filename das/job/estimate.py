@@ -74,6 +74,10 @@ def render(output: str, levels: Sequence[LevelSummary], seconds: float) -> str:
         f"  {s.level:<12} {s.geounits:>9,} geounits {s.rows:>11,} rows {s.cells:>13,} cells"
         for s in levels
     ]
+    lines.append(
+        "  a row per (level, geocode, query): estimates and variances by cell; a 90% interval"
+        " is estimate +- 1.6449 sqrt(variance) (docs/output.md)"
+    )
     return "\n".join(lines)
 
 

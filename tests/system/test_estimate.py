@@ -91,7 +91,11 @@ def test_das_estimate_recomputes_the_same_from_the_public_files(finished, tmp_pa
         source = output / part
         (shutil.copytree if source.is_dir() else shutil.copy)(source, copy / part)
     assert main(["estimate", str(copy)]) == 0
-    assert capsys.readouterr().out.startswith(f"estimates written to {copy}/estimates in ")
+    printed = capsys.readouterr().out
+    assert printed.startswith(f"estimates written to {copy}/estimates in ")
+    assert printed.endswith(
+        "a 90% interval is estimate +- 1.6449 sqrt(variance) (docs/output.md)\n"
+    )
     _assert_same_estimates(output / "estimates", copy / "estimates")
 
 
