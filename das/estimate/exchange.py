@@ -36,6 +36,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql.pandas.types import from_arrow_schema
 
 from das.errors import InternalError
+from das.estimate.chain_codes import Recoder
 from das.spark.storage import level_batches
 from das.spark.task_files import Target, placed, remove_hidden
 
@@ -101,20 +102,26 @@ class Groups:
 @dataclass(frozen=True)
 class Source:
     """A Parquet file of the run whose rows of ``levels`` go to their roots' groups as
-    ``kind``, and those of ``upper`` to the group ``UPPER``."""
+    ``kind``, and those of ``upper`` to the group ``UPPER``; under the chain's codes
+    where ``recoder`` is given (``das.estimate.chain_codes``)."""
 
     uri: str
     kind: str
     levels: tuple[str, ...]
     upper: tuple[str, ...] = ()
+    recoder: Recoder | None = None
 
 
 def sources(
-    files: Sequence[str], kind: str, levels: Sequence[str] = (), upper: Sequence[str] = ()
+    files: Sequence[str],
+    kind: str,
+    levels: Sequence[str] = (),
+    upper: Sequence[str] = (),
+    recoder: Recoder | None = None,
 ) -> list[Source]:
     """``files`` (a directory's, as ``das.spark.storage.arrow_files`` lists them) as
     sources of ``kind``."""
-    return [Source(f, kind, tuple(levels), tuple(upper)) for f in files]
+    return [Source(f, kind, tuple(levels), tuple(upper), recoder) for f in files]
 
 
 def split_source(
@@ -133,7 +140,8 @@ def split_source(
         pa.ipc.new_file(sink, ROW_SCHEMA, options=options) as writer,
     ):
         levels = source.levels + source.upper
-        for batch in level_batches(source.uri, columns, levels, READ_ROWS):
+        for read in level_batches(source.uri, columns, levels, READ_ROWS):
+            batch = read if source.recoder is None else source.recoder.batch(read)
             group = groups.group(batch.column("geocode"))
             group[pc.is_in(batch.column("level"), value_set=upper).to_numpy(False)] = UPPER
             for g, rows in _by_group(batch, group):

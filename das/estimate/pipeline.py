@@ -18,8 +18,8 @@ thousand geounits even for the U.S., run on the driver in between. In order:
    (by a hash of their root) and writes the estimates, and the NMF is scanned and
    shuffled again for this pass.
 
-The split level is the highest whose largest subtree has at most ``max_blocks`` blocks,
-so a task's memory is bounded whatever the tree: for the U.S. that is the county, or the
+The split level (``das.estimate.cut``) is the highest whose largest subtree has at most
+``max_blocks`` blocks, so a task's memory is bounded whatever the tree: for the U.S. that is the county, or the
 tract where a county is as large as Los Angeles. The result does not depend on the split
 (up to rounding; tested).
 """
@@ -39,6 +39,8 @@ from pyspark.sql.pandas.types import from_arrow_schema
 
 from das.errors import InternalError, UserError
 from das.estimate.basis import Basis, schema_basis
+from das.estimate.chain_codes import Recoder
+from das.estimate.cut import block_counts, block_counts_of, root_blocks, split_level
 from das.estimate.exchange import (
     UPPER,
     Exchanged,
@@ -72,7 +74,7 @@ from das.estimate.subtree import (
 from das.estimate.tree import Estimate, Invariant, LevelData, down_pass, up_pass
 from das.estimate.write import ESTIMATES_SCHEMA, estimate_batches
 from das.spark.marks import RunMode
-from das.spark.storage import arrow_files, exists, level_batches, qualified
+from das.spark.storage import arrow_files, exists, qualified
 from das.spark.task_files import Target, arrow_target, finish, mark_complete
 from das.spec.config import Config
 
@@ -95,68 +97,6 @@ def public_frame(spark: SparkSession, uri: str) -> DataFrame:
     if not exists(spark, f"{uri.rstrip('/')}/_SUCCESS"):
         raise UserError(f"{uri} is missing or incomplete (no _SUCCESS): did the run finish?")
     return spark.read.parquet(uri)
-
-
-def first_query(config: Config, level: str) -> str:
-    """The query whose NMF rows stand for the level's geounits, one row each."""
-    return min(q.name for q in config.queries[level])
-
-
-def block_counts(nmf: DataFrame, config: Config) -> tuple[np.ndarray, np.ndarray]:
-    """The blocks' parents' geocodes, ascending, with their blocks in the NMF."""
-    levels = config.geography.levels
-    block = levels[-1]
-    first = first_query(config, block.name)
-    counts = (
-        nmf.where((F.col("level") == block.name) & (F.col("query") == first))
-        .groupBy(F.substring("geocode", 1, levels[-2].length).alias("prefix"))
-        .count()
-        .toArrow()
-    )
-    return _ascending(counts["prefix"], counts["count"])
-
-
-def block_counts_of(files: Sequence[str], config: Config) -> tuple[np.ndarray, np.ndarray]:
-    """``block_counts`` from the NMF's files, read on the driver by pyarrow: only the
-    keys, no Spark job."""
-    levels = config.geography.levels
-    block = levels[-1].name
-    first = first_query(config, block)
-    keys = []
-    for file in files:  # a batch at a time: the driver keeps a short key per block only
-        for batch in level_batches(file, ["level", "geocode", "query"], [block], 65536):
-            codes = batch["geocode"].filter(pc.equal(batch["query"], first))
-            keys.append(pc.utf8_slice_codeunits(codes, 0, levels[-2].length))
-    counts = pa.chunked_array(keys, pa.string()).value_counts()
-    return _ascending(counts.field("values"), counts.field("counts"))
-
-
-def _ascending(
-    prefixes: pa.Array | pa.ChunkedArray, blocks: pa.Array | pa.ChunkedArray
-) -> tuple[np.ndarray, np.ndarray]:
-    order = pc.sort_indices(prefixes).to_numpy()
-    codes = np.asarray(prefixes.to_pylist(), dtype=object)[order]
-    return codes, np.asarray(blocks.to_numpy(), dtype=np.int64)[order]
-
-
-def split_level(prefixes: np.ndarray, blocks: np.ndarray, config: Config, max_blocks: int) -> int:
-    """The highest level whose every geounit has at most ``max_blocks`` blocks under it
-    (the blocks' parents' level if none has), from ``block_counts``."""
-    levels = config.geography.levels
-    for index, level in enumerate(levels[:-1]):
-        _, group = np.unique([p[: level.length] for p in prefixes], return_inverse=True)
-        if len(blocks) and np.bincount(group, weights=blocks).max() <= max_blocks:
-            return index
-    return max(len(levels) - 2, 0)
-
-
-def root_blocks(
-    prefixes: np.ndarray, blocks: np.ndarray, length: int
-) -> tuple[np.ndarray, np.ndarray]:
-    """The subtree roots (geocodes of ``length``) above ``prefixes``, ascending, and
-    their blocks."""
-    roots, group = np.unique([p[:length] for p in prefixes], return_inverse=True)
-    return roots, np.bincount(group, weights=blocks, minlength=len(roots))
 
 
 def group_of(root: Column, groups: int) -> Column:
@@ -306,12 +246,22 @@ def estimate_recoded(
     source: str,
     output: str,
     max_blocks: int = MAX_SUBTREE_BLOCKS,
+    recoder: Recoder | None = None,
 ) -> list[LevelSummary]:
     """``estimate_output`` from the NMF and invariants under ``source`` whose geocodes
-    are a chain's (``chain_config``'s geography; ``Plan.recoded``), writing the run's
-    ``estimates/`` under ``output`` with the run's codes."""
+    are a chain's (``chain_config``'s geography; ``Plan.recoded``), or become one's as
+    the exchange reads them (``recoder``: ``arrow_io`` must find the files), writing the
+    run's ``estimates/`` under ``output`` with the run's codes."""
     path = f"{output.rstrip('/')}/estimates"
-    return _estimate(spark, chain_config, source, max_blocks, False, path)[0]
+    return _estimate(spark, chain_config, source, max_blocks, False, path, recoder)[0]
+
+
+def arrow_io(spark: SparkSession, nmf: DataFrame, path: str) -> tuple[Target, list[str]] | None:
+    """The directory ``path`` emptied for the tasks' files, and the NMF's files, as
+    pyarrow opens them; None where it cannot (the rows then go through Spark)."""
+    target = arrow_target(qualified(spark, path))
+    files = None if target is None else arrow_files(nmf)
+    return None if target is None or files is None else (target, files)
 
 
 def estimate_keeping_rows(
@@ -330,8 +280,10 @@ def _estimate(
     max_blocks: int,
     keep: bool,
     recoded_path: str | None = None,
+    recoder: Recoder | None = None,
 ) -> tuple[list[LevelSummary], Exchanged | None]:
-    """``recoded_path``: where ``estimates/`` goes when ``output``'s files are recoded."""
+    """``recoded_path``: where ``estimates/`` goes when ``output``'s files are recoded, or
+    are recoded as read (``recoder``)."""
     root = output.rstrip("/")
     nmf = public_frame(spark, f"{root}/nmf")
     invariants = None
@@ -339,13 +291,14 @@ def _estimate(
         invariants = public_frame(spark, f"{root}/invariants")
     basis = schema_basis(config.schema, [q for qs in config.queries.values() for q in qs])
     path = f"{root}/estimates" if recoded_path is None else recoded_path
-    target = arrow_target(qualified(spark, path))
-    nmf_files = None if target is None else arrow_files(nmf)
-    if target is None or nmf_files is None:
+    io = arrow_io(spark, nmf, path)
+    if io is None:
+        if recoder is not None:
+            raise InternalError(f"estimates: rows recoded as read, but pyarrow cannot open {path}")
         log.info("estimates: written by Spark (pyarrow cannot open %s)", path)
         prefixes, blocks = block_counts(nmf, config)
     else:
-        prefixes, blocks = block_counts_of(nmf_files, config)
+        prefixes, blocks = block_counts_of(io[1], config, recoder)
     split = split_level(prefixes, blocks, config, max_blocks)
     plan = Plan(config, basis, split, f"{root}/nmf", recoded=recoded_path is not None)
     # a group of subtrees has about max_blocks blocks
@@ -354,12 +307,13 @@ def _estimate(
         "estimate: subtrees rooted at level %s, in %d groups", config.geography.names[split], count
     )
     exchanged = None
-    if target is None or nmf_files is None:
+    if io is None:
         summaries = _by_spark(spark, nmf, invariants, plan, count, path)
     else:
+        target, nmf_files = io
         length = config.geography.levels[split].length
         groups = Groups.of(*root_blocks(prefixes, blocks, length), count, length)
-        inputs = exchange_inputs(plan, nmf_files, invariants)
+        inputs = exchange_inputs(plan, nmf_files, invariants, recoder)
         summaries, pieces = _by_tasks(spark, plan, groups, target, inputs, keep)
         if keep:
             exchanged = Exchanged(target, groups, pieces, split, prefixes)
@@ -368,21 +322,28 @@ def _estimate(
 
 
 def exchange_inputs(
-    plan: Plan, nmf_files: Sequence[str], invariants: DataFrame | None
+    plan: Plan,
+    nmf_files: Sequence[str],
+    invariants: DataFrame | None,
+    recoder: Recoder | None = None,
 ) -> list[Source]:
     """The files whose rows the exchange sorts out by group: the NMF's (``nmf_files``,
     listed once by the caller) and the invariants'; the rows of the levels above the split
     go to the group ``UPPER``."""
     names = plan.config.geography.names
     below, upper = names[plan.split :], names[: plan.split]
-    inputs = sources(nmf_files, MEASURED, below, upper)
+    inputs = sources(nmf_files, MEASURED, below, upper, recoder)
     if plan.invariant >= 0:
         files = None if invariants is None else arrow_files(invariants)
         if files is None:
             raise InternalError(f"estimates: pyarrow cannot list {plan.invariants_where}")
         exact = names[: plan.invariant + 1]
         inputs += sources(
-            files, EXACT, [n for n in exact if n in below], [n for n in exact if n in upper]
+            files,
+            EXACT,
+            [n for n in exact if n in below],
+            [n for n in exact if n in upper],
+            recoder,
         )
     return inputs
 

@@ -5,10 +5,12 @@ which a geography file's own codes do not allow: a tract coded ``"north-7"`` has
 county in its code. Such a run publishes ``geography/`` (each geounit's parent, at the
 levels where it is not the GEOID prefix), and the estimate gives every geounit a code of
 a chain: its parent's chain code, then its own code right-padded to the level's longest
-(``das.estimate.subtree.PAD``). The NMF and the invariants are written again under those
-codes (beside the run's files, hidden, and removed after; the blocks' rows without a
-shuffle); the estimate runs on them as on any run, and writes ``estimates/`` with each
-chain code's own part, the run's code.
+(``das.estimate.chain_codes.PAD``). Where a block's parent is its GEOID prefix and pyarrow
+opens the run's files, the estimate's exchange recodes the rows as it reads them
+(``das.estimate.chain_codes``); otherwise the NMF and the invariants are written again
+under those codes (beside the run's files, hidden, and removed after). The estimate runs
+on them as on any run, and writes ``estimates/`` with each chain code's own part, the
+run's code.
 The tree, and so every estimate, is the same; only the codes differ.
 """
 
@@ -21,14 +23,15 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from das.errors import UserError
+from das.estimate.chain_codes import PAD, Recoder
+from das.estimate.cut import first_query
 from das.estimate.pipeline import (
     MAX_SUBTREE_BLOCKS,
     LevelSummary,
+    arrow_io,
     estimate_recoded,
-    first_query,
     public_frame,
 )
-from das.estimate.subtree import PAD
 from das.input.read import geocode_of
 from das.spark.marks import RunMode
 from das.spark.storage import delete, exists
@@ -198,18 +201,23 @@ def recoded_estimate(
     root = output.rstrip("/")
     nmf = public_frame(spark, f"{root}/nmf")
     geography = public_frame(spark, f"{root}/{GEOGRAPHY}")
-    mode = RunMode.of(config.seed)
     work = f"{root}/{RECODED}"
     delete(spark, work)
     found = chain(nmf, geography, config)
+    chained = replace(config, geography=found.geography)
+    block, parent = config.geography.levels[-1], config.geography.levels[-2]
     try:
-        files = [("nmf", nmf)]
+        if block.name not in found.given and arrow_io(spark, nmf, f"{root}/estimates"):
+            width = found.geography.block.length - found.geography.levels[-2].length
+            codes = found.codes.toArrow()
+            recoder = Recoder.of(codes, block.name, parent.name, parent.length, width)
+            return estimate_recoded(spark, chained, root, root, max_blocks, recoder)
+        files, mode = [("nmf", nmf)], RunMode.of(config.seed)
         if config.total_invariant_level is not None:
             files.append(("invariants", public_frame(spark, f"{root}/invariants")))
         for name, frame in files:
-            recoded = _recoded(frame, found, geography, config).transform(mode.mark)
-            recoded.write.mode("overwrite").parquet(f"{work}/{name}")
-        chained = replace(config, geography=found.geography)
+            recoded = _recoded(frame, found, geography, config)
+            recoded.transform(mode.mark).write.mode("overwrite").parquet(f"{work}/{name}")
         return estimate_recoded(spark, chained, work, root, max_blocks)
     finally:
         found.codes.unpersist()

@@ -24,6 +24,7 @@ import pyarrow.compute as pc
 from das.errors import InternalError, UserError
 from das.estimate.answers import level_data
 from das.estimate.basis import Basis
+from das.estimate.chain_codes import PAD
 from das.estimate.exchange import Pieces, group_rows, top_rows
 from das.estimate.files import write_file
 from das.estimate.read import LevelAnswers, exact_totals, level_answers, parents
@@ -80,8 +81,6 @@ TOP_SCHEMA = pa.schema(
 )
 
 
-#: What pads a run code to its level's width in a chain's code (``Plan.recoded``).
-PAD = "\x00"
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,8 @@ import pytest
 
 from das.errors import InternalError, UserError
 from das.estimate import pipeline
-from das.estimate.pipeline import block_counts, estimate_output, split_level
+from das.estimate.cut import block_counts, split_level
+from das.estimate.pipeline import estimate_output
 from das.estimate.write import ESTIMATES_SCHEMA
 from das.job.cli import main
 from das.job.run import run_job

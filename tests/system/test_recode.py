@@ -8,12 +8,14 @@ from __future__ import annotations
 from dataclasses import replace
 
 import numpy as np
+import pyarrow as pa
 import pytest
 from pyspark.sql import functions as F
 
-from das.errors import UserError
+from das.errors import InternalError, UserError
+from das.estimate.chain_codes import PAD, Recoder
 from das.estimate.recode import _recoded, chain
-from das.estimate.subtree import PAD, Plan
+from das.estimate.subtree import Plan
 from das.spec.config import load_config
 from das.spec.geography import Level
 from tests.conftest import ROOT
@@ -55,7 +57,14 @@ def test_codes_are_the_parents_then_their_own_padded(spark):
     upper = {(r["level"], r["geocode"]): r["code"] for r in found.codes.collect()}
     recoded = _recoded(nmf.withColumn("run_code", F.col("geocode")), found, geography, config)
     codes = {(r["level"], r["run_code"]): r["geocode"] for r in recoded.collect()}
+    width = found.geography.block.length - found.geography.levels[-2].length
+    recoder = Recoder.of(found.codes.toArrow(), "block", "block_group", 12, width)
     found.codes.unpersist()
+    keys = list(codes)
+    as_read = recoder.geocodes(pa.array([k[0] for k in keys]), pa.array([k[1] for k in keys]))
+    assert dict(zip(keys, as_read.to_pylist(), strict=True)) == codes  # as the exchange reads
+    with pytest.raises(InternalError, match="geounit '440050001001' of level block_group has no"):
+        recoder.geocodes(pa.array(["block"]), pa.array(["440050001001000"]))
     assert found.geography.levels == (
         Level("us", 0),
         Level("state", 2),
