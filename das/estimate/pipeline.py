@@ -19,9 +19,9 @@ thousand geounits even for the U.S., run on the driver in between. In order:
    shuffled again for this pass.
 
 The split level (``das.estimate.cut``) is the highest whose largest subtree has at most
-``max_blocks`` blocks, so a task's memory is bounded whatever the tree: for the U.S. that is the county, or the
-tract where a county is as large as Los Angeles. The result does not depend on the split
-(up to rounding; tested).
+``max_blocks`` blocks, so a task's memory is bounded whatever the tree: for the U.S. that
+is the county, or the tract where a county is as large as Los Angeles. The result does
+not depend on the split (up to rounding; tested).
 """
 
 from __future__ import annotations
