@@ -81,8 +81,6 @@ TOP_SCHEMA = pa.schema(
 )
 
 
-
-
 @dataclass(frozen=True)
 class Plan:
     """What every subtree's task needs (shipped to the workers with the function).
