@@ -16,6 +16,11 @@ D x D matrix on its span axes), D the product of the span sizes. A vector's coor
 on a component are stored as (geounits, r, D), r the product of the contrast sizes; a
 matrix as (geounits, D, D). The all-ones vector, hence the invariant total, is the first
 coordinate of the component with no contrast axis (``TOTAL_COMPONENT``).
+
+Known zeros (the schema's structural zeros, the facility levels a block has no unit of)
+name levels of a few attributes, the *zero axes*: those take each level as a group of its
+own, so they have no contrast and every known zero is a linear constraint within each
+component's span block, the same on each of its r rows (``Basis.projectors``).
 """
 
 from __future__ import annotations
@@ -39,7 +44,8 @@ KEEP, SUM, GROUP = "keep", "sum", "group"
 
 @dataclass(frozen=True)
 class Axis:
-    """One attribute: its orthonormal basis [span | contrast] and its partition in play."""
+    """One attribute: its orthonormal basis [span | contrast] and the grouping its queries
+    use (``groups``; one group when none does)."""
 
     name: str
     groups: tuple[tuple[int, ...], ...]
@@ -87,11 +93,15 @@ class Axis:
         return np.einsum("ij,ij->i", self.contrast, self.contrast)
 
 
-def axis(name: str, size: int, groups: tuple[tuple[int, ...], ...] | None) -> Axis:
-    """The basis of one attribute of ``size`` levels under ``groups`` (None: one group)."""
+def axis(
+    name: str, size: int, groups: tuple[tuple[int, ...], ...] | None, pointwise: bool = False
+) -> Axis:
+    """The basis of one attribute of ``size`` levels under ``groups`` (None: one group);
+    ``pointwise``: its span is every level's own direction (a zero axis)."""
     groups = groups or (tuple(range(size)),)
-    indicators = np.zeros((size, len(groups)))
-    for g, members in enumerate(groups):
+    partition = tuple((i,) for i in range(size)) if pointwise else groups
+    indicators = np.zeros((size, len(partition)))
+    for g, members in enumerate(partition):
         indicators[list(members), g] = 1.0
     # ones first, then all but one indicator: the same span, ones as its first direction
     columns = np.hstack([np.ones((size, 1)), indicators[:, :-1]])
@@ -116,6 +126,42 @@ class Basis:
 
     axes: tuple[Axis, ...]
     components: tuple[Component, ...]  # the first one has no contrast axis
+    zero_axes: tuple[int, ...] = ()  # the attributes known zeros name (pointwise axes)
+
+    @property
+    def grid(self) -> tuple[int, ...]:
+        """The zero axes' sizes: known zeros are cells of this grid (C order)."""
+        return tuple(self.axes[i].size for i in self.zero_axes)
+
+    def projectors(self, allowed: np.ndarray) -> list[np.ndarray]:
+        """Per component, (patterns, D, D): the orthogonal projector onto the histograms
+        that are zero outside each pattern's allowed cells of the zero axes' grid
+        (``allowed``: patterns x grid cells, booleans), on the component's span block.
+        The constraint leaves the other attributes free, so it is the identity on their
+        coordinates and the same on every one of the component's r rows."""
+        span = np.ones((1, 1))
+        for i in self.zero_axes:
+            span = np.kron(span, self.axes[i].span)
+        on_grid = np.einsum("gi,pg,gj->pij", span, np.asarray(allowed, dtype=np.float64), span)
+        n = on_grid.shape[0]
+        on_grid = on_grid.reshape(n, *self.grid, *self.grid)
+        found = []
+        for c in self.components:
+            kept = [i for i, on in enumerate(c.contrast) if not on]
+            letters = iter("abcdefghijklmnopqrstuvwxy")
+            row = {i: next(letters) for i in kept}
+            col = {i: next(letters) for i in kept}
+            operands: list[np.ndarray] = [on_grid]
+            scripts = ["z" + "".join(row[i] for i in self.zero_axes)]
+            scripts[0] += "".join(col[i] for i in self.zero_axes)
+            for i in kept:
+                if i not in self.zero_axes:
+                    operands.append(np.eye(self.axes[i].m))
+                    scripts.append(row[i] + col[i])
+            out = "z" + "".join(row[i] for i in kept) + "".join(col[i] for i in kept)
+            product = np.einsum(",".join(scripts) + "->" + out, *operands)
+            found.append(product.reshape(n, c.d, c.d))
+        return found
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -233,9 +279,18 @@ def query_kinds(query: Query, schema: Schema) -> tuple[str, ...]:
     return tuple(by_attribute.get(a.name, SUM) for a in schema.attributes)
 
 
+def zero_attributes(schema: Schema) -> tuple[int, ...]:
+    """The attributes known zeros name: the structural zeros' and the facility attribute."""
+    named = {name for zero in schema.structural_zeros for name in zero}
+    if schema.facility_attribute is not None:
+        named.add(schema.facility_attribute)
+    return tuple(i for i, a in enumerate(schema.attributes) if a.name in named)
+
+
 def schema_basis(schema: Schema, queries: list[Query]) -> Basis:
-    """The basis for ``queries`` of ``schema``; refuses two groupings of one attribute,
-    the one thing outside the algebra the decomposition covers."""
+    """The basis for ``queries`` of ``schema``, its known zeros' attributes pointwise;
+    refuses two groupings of one attribute, the one thing outside the algebra the
+    decomposition covers."""
     groupings: dict[str, str] = {}
     for q in queries:
         for factor in q.factors:
@@ -247,21 +302,24 @@ def schema_basis(schema: Schema, queries: list[Query]) -> Basis:
                     f"the estimator takes at most one grouping per attribute: {attribute!r} is "
                     f"measured grouped by {groupings[attribute]!r} and by {factor!r}"
                 )
+    zero_axes = zero_attributes(schema)
     axes = tuple(
         axis(
             a.name,
             a.size,
             schema.groupings[groupings[a.name]].groups if a.name in groupings else None,
+            pointwise=i in zero_axes,
         )
-        for a in schema.attributes
+        for i, a in enumerate(schema.attributes)
     )
     span = int(np.prod([ax.m for ax in axes]))
     if span > MAX_SPAN:
         raise UserError(
-            f"the estimator's blocks would be {span} x {span} (the groupings' sizes multiplied): "
+            f"the estimator's blocks would be {span} x {span} (the groupings' sizes and the "
+            "sizes of the attributes known zeros name, multiplied): "
             f"at most {MAX_SPAN} is supported"
         )
-    return Basis(axes=axes, components=_components(axes))
+    return Basis(axes=axes, components=_components(axes), zero_axes=zero_axes)
 
 
 def _components(axes: tuple[Axis, ...]) -> tuple[Component, ...]:

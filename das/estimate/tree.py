@@ -19,6 +19,13 @@ the subtree estimates of that level are conditioned on their totals in the botto
 pass, which makes the total's coordinate exact (variance 0) at that level and every level
 above it; S^+ then inverts S off that coordinate. All arrays are per component of the
 basis (``das.estimate.basis``): vectors (geounits, r, D), matrices (geounits, D, D).
+
+Known zeros (``Zeros``) enter at the leaves, as exact observations too: each leaf's
+subtree estimate is the least-squares fit within the histograms zero where it must be,
+U = P (P M P + I - P)^-1 P, P the projector onto them. Sums and the conditionals of the
+top-down pass keep every estimate there, so a parent's zeros (those all its children
+share) hold without being given; S is then singular off them, and the top-down pass
+uses its pseudo-inverse.
 """
 
 from __future__ import annotations
@@ -31,6 +38,18 @@ from das.errors import InternalError, UserError
 from das.estimate.basis import Basis
 
 Parts = list[np.ndarray]
+
+#: Eigenvalues of S below this share of its largest are its null space's (``_pinv``).
+NULL = 1e-10
+
+
+@dataclass(frozen=True)
+class Zeros:
+    """Known zeros of a level's geounits: the pattern of each (``pattern``) and, per
+    component, each pattern's projector onto the histograms that obey it (patterns, D, D)."""
+
+    pattern: np.ndarray
+    projectors: Parts
 
 
 @dataclass(frozen=True)
@@ -47,6 +66,7 @@ class LevelData:
     parent: np.ndarray | None
     information: Parts  # per component: D x D
     b: Parts  # per component: (geounits, r, D)
+    zeros: Zeros | None = None  # the leaves': aligned with b
 
 
 @dataclass(frozen=True)
@@ -96,9 +116,11 @@ def child_starts(parent: np.ndarray, parents: int) -> np.ndarray:
 
 
 def leaf_up(basis: Basis, level: LevelData) -> Up:
-    """Leaves: their own measurements must identify the histogram (M invertible)."""
+    """Leaves: their own measurements must identify the histogram (M invertible); their
+    known zeros, if any, imposed."""
     us, Us = [], []
-    for c, m, b in zip(basis.components, level.information, level.b, strict=True):
+    parts = zip(basis.components, level.information, level.b, strict=True)
+    for k, (c, m, b) in enumerate(parts):
         eig = np.linalg.eigvalsh(m)
         if eig.min() <= 1e-12 * max(eig.max(), 1e-300):
             raise UserError(
@@ -106,7 +128,12 @@ def leaf_up(basis: Basis, level: LevelData) -> Up:
                 "of the histogram (e.g. the query `detailed`); its queries leave "
                 f"{c.r * int(np.sum(eig <= 1e-12 * max(eig.max(), 1e-300)))} directions unmeasured"
             )
-        U = np.broadcast_to(np.linalg.inv(m), (b.shape[0], c.d, c.d)).copy()
+        if level.zeros is None:
+            U = np.broadcast_to(np.linalg.inv(m), (b.shape[0], c.d, c.d)).copy()
+        else:
+            P = level.zeros.projectors[k]
+            per_pattern = P @ np.linalg.inv(P @ m @ P + np.eye(c.d) - P) @ P
+            U = per_pattern[level.zeros.pattern]
         Us.append(_sym(U))
         us.append(_rows(b, U))
     return Up(u=us, U=Us, w=None, S=None)
@@ -165,9 +192,16 @@ def up_pass(
     return ups[::-1]
 
 
-def _pinv(S: np.ndarray, fixed: bool) -> np.ndarray:
+def _pinv(S: np.ndarray, fixed: bool, singular: bool = False) -> np.ndarray:
     """S^-1, or with ``fixed`` (the total's coordinate exact, S's first row and column 0)
-    the inverse off that coordinate."""
+    the inverse off that coordinate; with ``singular`` (known zeros: S is 0 on the
+    histograms they rule out, and with ``fixed`` on the total too, directions not
+    orthogonal), the pseudo-inverse, off the eigenvalues below ``NULL`` of the largest."""
+    if singular:
+        w, v = np.linalg.eigh(S)
+        kept = w > NULL * np.maximum(w.max(axis=1, keepdims=True), 0.0)
+        inverse = np.where(kept, 1.0 / np.where(kept, w, 1.0), 0.0)
+        return _sym((v * inverse[:, None, :]) @ np.swapaxes(v, 1, 2))
     if not fixed:
         return np.linalg.inv(S)
     e = np.zeros(S.shape[1:])
@@ -179,12 +213,17 @@ def _pinv(S: np.ndarray, fixed: bool) -> np.ndarray:
 
 
 def down_pass(
-    parents: list[np.ndarray | None], ups: list[Up], fixed_through: int, top: Estimate | None = None
+    parents: list[np.ndarray | None],
+    ups: list[Up],
+    fixed_through: int,
+    top: Estimate | None = None,
+    singular: bool = False,
 ) -> list[Estimate]:
     """The full BLUE of every level, root first: ``parents[i]`` is level i's parent index,
     ``fixed_through`` the deepest level whose subtree totals are exact (-1: none). The
     first level's estimate is ``top`` (its geounits' full BLUE, from the tree above a
-    subtree) or, at the tree's root, its subtree estimate."""
+    subtree) or, at the tree's root, its subtree estimate. ``singular``: the basis has
+    known zeros (``Basis.zero_axes``), so the children's sums S may be singular."""
     estimates = [top if top is not None else Estimate(f=ups[0].u, F=ups[0].U)]
     for index in range(1, len(ups)):
         above, up, parent = ups[index - 1], ups[index], parents[index]
@@ -194,7 +233,7 @@ def down_pass(
         fixed = index <= fixed_through
         fs, Fs = [], []
         for k in range(len(up.u)):
-            sinv = _pinv(above.S[k], fixed and k == 0)
+            sinv = _pinv(above.S[k], fixed and k == 0, singular)
             gain = _rows(fp.f[k] - above.w[k], sinv)
             h = sinv - sinv @ fp.F[k] @ sinv
             Uc = up.U[k]
@@ -210,4 +249,5 @@ def blue(
     """The BLUE of every geounit's histogram, root first; see the module's docstring."""
     fixed_through = -1 if invariant is None else invariant.level
     ups = up_pass(basis, levels, invariant)
-    return down_pass([level.parent for level in levels], ups, fixed_through)
+    parents = [level.parent for level in levels]
+    return down_pass(parents, ups, fixed_through, singular=bool(basis.zero_axes))

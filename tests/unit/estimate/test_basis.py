@@ -30,7 +30,9 @@ def test_pl94_components_cover_the_2016_cells_and_round_trip():
     queries = [schema.query(q) for q in ("total", "hhinstlevels", "votingage*hispanic", "detailed")]
     basis = schema_basis(schema, queries)
     assert sum(c.r * c.d for c in basis.components) == 2016
-    assert max(c.d for c in basis.components) == 3
+    # hhgq (the facility attribute) and votingage (named by a structural zero) pointwise
+    assert basis.zero_axes == (0, 1) and basis.grid == (8, 2)
+    assert max(c.d for c in basis.components) == 16
     x = np.random.default_rng(0).normal(size=(4, 2016))
     np.testing.assert_allclose(basis.from_components(basis.to_components(x)), x, atol=1e-10)
     # the total is the first coordinate of the first component, scaled by sqrt(cells)
@@ -103,7 +105,7 @@ def test_refuses_blocks_larger_than_the_limit():
     )
     with pytest.raises(
         UserError,
-        match=r"^the estimator's blocks would be 65 x 65 \(the groupings' sizes multiplied\): "
-        r"at most 64 is supported$",
+        match=r"^the estimator's blocks would be 65 x 65 \(the groupings' sizes and the sizes "
+        r"of the attributes known zeros name, multiplied\): at most 64 is supported$",
     ):
         schema_basis(schema, [schema.query("g")])

@@ -21,9 +21,10 @@ from tests.unit.estimate.toy import (
 )
 
 
+@pytest.mark.parametrize("zeros", [False, True])
 @pytest.mark.parametrize("invariant_level", [None, 0, 1, 2])
-def test_tree_blue_equals_dense_gls(invariant_level):
-    t = toy(seed=1)
+def test_tree_blue_equals_dense_gls(invariant_level, zeros):
+    t = toy(seed=1, zeros=zeros)
     answers = measure(t, np.random.default_rng(2))
     estimates = tree_blue(t, answers, invariant_level)
     x, cov = dense_gls(t, answers, invariant_level)
@@ -57,9 +58,25 @@ def test_children_add_up_to_their_parent():
     np.testing.assert_allclose(middle, t.membership[1] @ leaves, atol=1e-9)
 
 
-def test_variances_match_the_errors_over_many_draws():
+def test_known_zeros_are_exact_zeros_where_every_child_has_them():
+    """A leaf's known zeros, and a parent's where all its children share them, come out
+    0 with variance 0; the other cells are measured (positive variance)."""
+    t = toy(seed=11, zeros=True)
+    estimates = tree_blue(t, measure(t, np.random.default_rng(12)))
+    detailed = t.schema.query("detailed")
+    for level in range(len(LEVELS)):
+        est, var = tree_answers(t, estimates, level, detailed)
+        allowed = (t.membership[level] @ t.allowed()) > 0
+        np.testing.assert_allclose(est[~allowed], 0.0, atol=1e-9)
+        np.testing.assert_allclose(var[~allowed], 0.0, atol=1e-9)
+        assert np.all(var[allowed] > 0.01)
+    assert (~t.allowed()).sum() == 17  # the premise: 17 of the leaves' 30 cells are known zeros
+
+
+@pytest.mark.parametrize("zeros", [False, True])
+def test_variances_match_the_errors_over_many_draws(zeros):
     """Each copy of the tree in a forest is one independent draw of the noise."""
-    t = toy(seed=7)
+    t = toy(seed=7, zeros=zeros)
     draws = 3000
     estimates = tree_blue(t, measure(t, np.random.default_rng(8), draws), 0, copies=draws)
     for level in range(len(LEVELS)):

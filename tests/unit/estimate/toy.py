@@ -3,13 +3,14 @@ tree algorithm to."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from das.estimate.answers import estimate, histograms, level_data, variance
 from das.estimate.basis import Basis, schema_basis
 from das.estimate.tree import Invariant, blue
+from das.estimate.zeros import allowed_grid, known_zeros
 from das.spec.schema import Query, Schema, schema_from_dict
 
 SCHEMA = schema_from_dict(
@@ -22,6 +23,21 @@ SCHEMA = schema_from_dict(
         "groupings": {"g": {"attribute": "a", "groups": [[0], [1, 2]]}},
     }
 )
+#: SCHEMA with known zeros: a structural zero, and ``a``'s levels bound by the units.
+ZERO_SCHEMA = schema_from_dict(
+    {
+        "name": "toy_zeros",
+        "attributes": [
+            {"name": "a", "source": "a", "recode": "identity", "levels": ["x", "y", "z"]},
+            {"name": "b", "source": "b", "recode": "bool", "levels": ["no", "yes"]},
+        ],
+        "groupings": {"g": {"attribute": "a", "groups": [[0], [1, 2]]}},
+        "structural_zeros": [{"a": [2], "b": [0]}],
+        "facilities": {"attribute": "a"},
+    }
+)
+#: which levels of ``a`` each leaf has a unit of (ZERO_SCHEMA's toys)
+UNITS = np.array([[1, 0, 0], [1, 1, 0], [0, 0, 1], [1, 0, 1], [1, 0, 1]])
 #: parents of each level's geounits (root first): 1 root, 2 middle, 5 leaves
 PARENTS = [None, np.array([0, 0]), np.array([0, 0, 1, 1, 1])]
 LEVELS = ["root", "middle", "leaf"]
@@ -41,17 +57,24 @@ class Toy:
     variances: dict[str, dict[str, float]]
     leaves: np.ndarray  # true leaf histograms (leaves x cells)
     membership: list[np.ndarray]  # per level: geounits x leaves, 1 where the leaf is inside
+    units: np.ndarray | None = None  # ZERO_SCHEMA's: which unit types each leaf has
+
+    def allowed(self) -> np.ndarray:
+        """leaves x cells: False at each leaf's known zeros (every cell is of the grid)."""
+        return allowed_grid(self.schema, self.basis, self.units, 5)
 
 
-def toy(seed: int = 0, queries: dict[str, list[str]] | None = None) -> Toy:
+def toy(seed: int = 0, queries: dict[str, list[str]] | None = None, zeros: bool = False) -> Toy:
     rng = np.random.default_rng(seed)
+    schema = ZERO_SCHEMA if zeros else SCHEMA
     names = queries or QUERIES
-    built = {lv: [SCHEMA.query(q) for q in qs] for lv, qs in names.items()}
+    built = {lv: [schema.query(q) for q in qs] for lv, qs in names.items()}
     variances = {lv: {q.name: float(rng.uniform(0.5, 4.0)) for q in qs} for lv, qs in built.items()}
-    basis = schema_basis(SCHEMA, [q for qs in built.values() for q in qs])
-    leaves = rng.integers(0, 20, size=(5, SCHEMA.size)).astype(float)
+    basis = schema_basis(schema, [q for qs in built.values() for q in qs])
+    leaves = rng.integers(0, 20, size=(5, schema.size)).astype(float)
     membership = [np.ones((1, 5)), np.array([[1, 1, 0, 0, 0], [0, 0, 1, 1, 1]]), np.eye(5)]
-    return Toy(SCHEMA, basis, built, variances, leaves, membership)
+    t = Toy(schema, basis, built, variances, leaves, membership, UNITS if zeros else None)
+    return replace(t, leaves=leaves * t.allowed()) if zeros else t
 
 
 def truth(t: Toy, level: int) -> np.ndarray:
@@ -90,6 +113,10 @@ def tree_blue(t: Toy, answers, invariant_level: int | None = None, copies: int =
         level_data(t.basis, t.schema, lv, parents[i], answers[lv], t.queries[lv], t.variances[lv])
         for i, lv in enumerate(LEVELS)
     ]
+    if t.units is not None:
+        units = np.tile(t.units, (copies, 1))
+        zeros = known_zeros(t.schema, t.basis, units, len(units))
+        levels[-1] = replace(levels[-1], zeros=zeros)
     inv = None
     if invariant_level is not None:
         totals = truth(t, invariant_level).sum(axis=1)
@@ -104,8 +131,8 @@ def tree_answers(t: Toy, estimates, level: int, query: Query) -> tuple[np.ndarra
 
 
 def dense_gls(t: Toy, answers, invariant_level: int | None = None):
-    """Weighted least squares over the leaf histograms, with the invariants as equality
-    constraints: the estimate of all leaves and its covariance."""
+    """Weighted least squares over the leaf histograms, with the invariants and the known
+    zeros as equality constraints: the estimate of all leaves and its covariance."""
     n = t.schema.size
     normal = np.zeros((5 * n, 5 * n))
     rhs = np.zeros(5 * n)
@@ -118,9 +145,15 @@ def dense_gls(t: Toy, answers, invariant_level: int | None = None):
                 rhs += a.T @ answers[lv][q.name][g] / t.variances[lv][q.name]
     cov = np.linalg.inv(normal)
     x = cov @ rhs
+    rows, targets = [], []
+    if t.units is not None:  # each known zero: one cell of one leaf
+        rows.append(np.eye(5 * n)[np.flatnonzero(~t.allowed().ravel())])
+        targets.append(np.zeros(len(rows[-1])))
     if invariant_level is not None:
-        c = np.kron(t.membership[invariant_level], np.ones((1, n)))
-        target = truth(t, invariant_level).sum(axis=1)
+        rows.append(np.kron(t.membership[invariant_level], np.ones((1, n))))
+        targets.append(truth(t, invariant_level).sum(axis=1))
+    if rows:
+        c, target = np.vstack(rows), np.concatenate(targets)
         k = cov @ c.T @ np.linalg.inv(c @ cov @ c.T)
         x = x - k @ (c @ x - target)
         cov = cov - k @ c @ cov

@@ -1,0 +1,49 @@
+"""The known zeros of each block, as the estimate imposes them: the schema's structural
+zeros, and the facility levels the block has no unit of.
+
+The units are invariants (the certificate says so): the job publishes, per block, which
+unit types it has, as rows of ``invariants/`` whose query is ``UNITS`` (a 0/1 value per
+unit type, ``gqtype`` order). A run written before those rows existed gets the
+structural zeros only.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from das.estimate.basis import Basis
+from das.estimate.tree import Zeros
+from das.spec.schema import Schema
+
+#: The query of a block's row of ``invariants/`` that says which unit types it has.
+UNITS = "units"
+
+
+def allowed_grid(schema: Schema, basis: Basis, units: np.ndarray | None, n: int) -> np.ndarray:
+    """(geounits, cells of ``basis.grid``): False where a known zero holds. ``units``
+    (geounits x unit types, 0/1): which unit types each geounit has; None: not known."""
+    names = [schema.attributes[i].name for i in basis.zero_axes]
+    live = np.ones(basis.grid, dtype=bool)
+    for zero in schema.structural_zeros:
+        index = [
+            np.array(zero.get(name, range(size)))
+            for name, size in zip(names, basis.grid, strict=True)
+        ]
+        live[np.ix_(*index)] = False
+    grid = np.broadcast_to(live, (n, *basis.grid))
+    facility = schema.facility_attribute
+    if units is not None and facility is not None:
+        at = names.index(facility)
+        has = np.asarray(units)[:, : basis.grid[at]] > 0
+        grid = grid & has.reshape(n, *[-1 if i == at else 1 for i in range(len(names))])
+    return np.ascontiguousarray(grid).reshape(n, -1)
+
+
+def known_zeros(schema: Schema, basis: Basis, units: np.ndarray | None, n: int) -> Zeros | None:
+    """The ``Zeros`` of ``n`` leaves (None where the schema names no known zero)."""
+    if not basis.zero_axes:
+        return None
+    patterns, pattern = np.unique(
+        allowed_grid(schema, basis, units, n), axis=0, return_inverse=True
+    )
+    return Zeros(pattern=pattern.reshape(-1), projectors=basis.projectors(patterns))
