@@ -8,6 +8,7 @@ attributes...) tensor, so nothing of size cells x cells is ever formed.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -120,52 +121,64 @@ def estimates(
     return found
 
 
+@dataclass(frozen=True)
+class VariancePart:
+    """One component's share of a query's variances: (F_c's entries) x (query cells of the
+    axes that carry the span block, ``carried``), and the factor of the others (the thin
+    span axes' squared query rows, the contrast axes' diag(C C^T)), broadcast over the
+    query's cells."""
+
+    component: int
+    linear: np.ndarray
+    carried: tuple[int, ...]  # the shape of the linear map's output, 1 on the other axes
+    factor: np.ndarray
+
+
 def variance(
     basis: Basis,
     schema: Schema,
     F: Parts,
     query: Query,
-    plan: tuple[list[int], np.ndarray] | None = None,
+    plan: list[VariancePart] | None = None,
 ) -> np.ndarray:
     """diag(Q F Q^T) for every geounit: geounits x query cells. On a component, F is
     I (contrast axes) x F_c (span axes), so its share of the diagonal is
-    diag(C C^T) (x) diag(W F_c W^T), W the query on the span axes: linear in F_c's
-    entries, so all components' shares are one matrix product (``variance_plan``, which
-    a caller with many batches of geounits computes once)."""
-    used, linear = plan or variance_plan(basis, schema, query)
-    flat = np.concatenate([F[i].reshape(F[i].shape[0], -1) for i in used], axis=1)
-    return np.maximum(flat @ linear, 0.0)  # exact zeros: rounding's -1e-16 clipped
+    diag(C C^T) (x) diag(W F_c W^T), W the query on the span axes; W is itself a Kronecker
+    product, of the factors of the axes whose span has more than one direction (which
+    carry F_c) and of the thin ones' single columns, so the share is a matrix product
+    over the first only, linear in F_c's entries, times a fixed factor over the cells
+    (``variance_plan``, which a caller with many batches of geounits computes once)."""
+    parts = plan if plan is not None else variance_plan(basis, schema, query)
+    n = F[0].shape[0]
+    total = np.zeros((n, *out_shape(basis, query_kinds(query, schema))))
+    for part in parts:
+        flat = F[part.component].reshape(n, -1)
+        total += (flat @ part.linear).reshape(n, *part.carried) * part.factor
+    return np.maximum(total.reshape(n, -1), 0.0)  # exact zeros: rounding's -1e-16 clipped
 
 
-def variance_plan(basis: Basis, schema: Schema, query: Query) -> tuple[list[int], np.ndarray]:
-    """The components the query sees, and the linear map from their F_c to its variances."""
+def variance_plan(basis: Basis, schema: Schema, query: Query) -> list[VariancePart]:
+    """Each component the query sees, with the linear map from its F_c to its share."""
     kinds = query_kinds(query, schema)
-    used = [i for i, c in enumerate(basis.components) if basis.span_factor(c, kinds) is not None]
-    return used, _variance_map(basis, kinds)
-
-
-def _variance_map(basis: Basis, kinds: tuple[str, ...]) -> np.ndarray:
-    """(entries of the used components' F_c) x (query cells): the variance's linear map."""
     shape = out_shape(basis, kinds)
-    blocks = []
-    for c in basis.components:
-        w = basis.span_factor(c, kinds)
-        if w is None:
+    parts = []
+    for index, c in enumerate(basis.components):
+        if basis.span_factor(c, kinds) is None:
             continue
-        pairs = (w[:, :, None] * w[:, None, :]).reshape(w.shape[0], -1)  # (span cells, D*D)
-        span = pairs.T.reshape(
-            -1, *[1 if on else s for on, s in zip(c.contrast, shape, strict=True)]
-        )
-        blocks.append((span * _contrast_diagonal(basis, c.contrast)).reshape(c.d * c.d, -1))
-    return np.concatenate(blocks, axis=0)
-
-
-def _contrast_diagonal(basis: Basis, contrast: tuple[bool, ...]) -> np.ndarray:
-    """diag(C C^T) over the contrast axes (outer product), 1 on the others, broadcastable."""
-    out = np.ones((1,) * (len(basis.axes) + 1))
-    for i, (ax, on) in enumerate(zip(basis.axes, contrast, strict=True)):
-        if on:
-            out = out * ax.contrast_diagonal.reshape(
-                [-1 if j == i else 1 for j in range(-1, len(basis.axes))]
-            )
-    return out
+        w = np.ones((1, 1))
+        carried = []
+        factor = np.ones((1,) * len(shape))
+        for i, (ax, on, kind) in enumerate(zip(basis.axes, c.contrast, kinds, strict=True)):
+            along = [-1 if j == i else 1 for j in range(len(shape))]
+            if on:  # a kept contrast axis (a sum or grouping annihilates it)
+                factor = factor * ax.contrast_diagonal.reshape(along)
+                carried.append(1)
+            elif ax.m > 1:
+                w = np.kron(w, ax.on_span(kind))
+                carried.append(shape[i])
+            else:
+                factor = factor * (ax.on_span(kind)[:, 0] ** 2).reshape(along)
+                carried.append(1)
+        pairs = (w[:, :, None] * w[:, None, :]).reshape(w.shape[0], -1)  # (carried cells, D*D)
+        parts.append(VariancePart(index, np.ascontiguousarray(pairs.T), tuple(carried), factor))
+    return parts

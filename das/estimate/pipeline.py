@@ -122,8 +122,9 @@ def subtree_frame(
         )
 
     frame = rows(nmf, MEASURED, names)
-    if invariants is not None and plan.invariant >= plan.split:
-        frame = frame.unionByName(rows(invariants, EXACT, names[: plan.invariant - plan.split + 1]))
+    exact = [n for n in plan.exact_levels if n in names]
+    if invariants is not None and exact:
+        frame = frame.unionByName(rows(invariants, EXACT, exact))
     return frame.select(*ROW_COLUMNS)
 
 
@@ -162,7 +163,8 @@ def upper_by_spark(nmf: DataFrame, invariants: DataFrame | None, plan: Plan) -> 
     exact = None
     if invariants is not None and plan.invariant >= 0:
         upper = names[: plan.invariant + 1]
-        table = invariants.where(F.col("level").isin(upper)).select("level", "geocode", "values")
+        table = invariants.where(F.col("level").isin(upper) & (F.col("query") == "total"))
+        table = table.select("level", "geocode", "values")
         exact = table.toArrow()
     return Upper(measured, exact)
 
@@ -172,7 +174,10 @@ def upper_of(rows: pa.Table, plan: Plan) -> Upper:
     measured = rows.filter(pc.equal(rows["kind"], MEASURED)).select(ROW_COLUMNS[2:])
     exact = None
     if plan.invariant >= 0:
-        exact = rows.filter(pc.equal(rows["kind"], EXACT)).select(["level", "geocode", "values"])
+        exact = rows.filter(
+            pc.and_(pc.equal(rows["kind"], EXACT), pc.equal(rows["query"], "total"))
+        )
+        exact = exact.select(["level", "geocode", "values"])
     return Upper(measured, exact)
 
 
@@ -183,14 +188,15 @@ def above(upper: Upper, plan: Plan, ups: pa.Table, roots: np.ndarray) -> Above:
     if split == 0:
         return Above([], [Estimate(f=bottom.u, F=bottom.U)])
     levels = config.geography.levels
-    found, data = measured_levels(upper.measured, config, basis, levels[:split], plan.where)
+    found, data, _ = measured_levels(upper.measured, config, basis, levels[:split], plan.where)
     geocodes = [a.geocodes for a in found]
     parent = parents(roots, geocodes[-1], levels[split - 1].length, levels[split].name)
     invariant = upper_invariant(upper.exact, plan, geocodes, data, parent, ups)
     measured_elsewhere = LevelData(levels[split].name, parent, [], [])
     passes = up_pass(basis, [*data, measured_elsewhere], invariant, bottom)
     found_parents = [d.parent for d in data] + [parent]
-    return Above(geocodes, down_pass(found_parents, passes, plan.invariant))
+    singular = bool(basis.zero_axes)
+    return Above(geocodes, down_pass(found_parents, passes, plan.invariant, singular=singular))
 
 
 def upper_invariant(
@@ -286,9 +292,7 @@ def _estimate(
     are recoded as read (``recoder``)."""
     root = output.rstrip("/")
     nmf = public_frame(spark, f"{root}/nmf")
-    invariants = None
-    if config.total_invariant_level is not None:
-        invariants = public_frame(spark, f"{root}/invariants")
+    invariants = invariants_frame(spark, config, root)
     basis = schema_basis(config.schema, [q for qs in config.queries.values() for q in qs])
     path = f"{root}/estimates" if recoded_path is None else recoded_path
     io = arrow_io(spark, nmf, path)
@@ -321,6 +325,19 @@ def _estimate(
     return summaries, exchanged
 
 
+def invariants_frame(spark: SparkSession, config: Config, root: str) -> DataFrame | None:
+    """The run's ``invariants/``: its exact totals, and its blocks' ``UNITS`` rows where
+    the schema binds a facility attribute (a run written before those rows were
+    published may have no such directory: its estimate imposes the structural zeros
+    only)."""
+    path = f"{root}/invariants"
+    if config.total_invariant_level is not None:
+        return public_frame(spark, path)
+    if config.schema.facility_attribute is not None and exists(spark, f"{path}/_SUCCESS"):
+        return public_frame(spark, path)
+    return None
+
+
 def exchange_inputs(
     plan: Plan,
     nmf_files: Sequence[str],
@@ -333,11 +350,11 @@ def exchange_inputs(
     names = plan.config.geography.names
     below, upper = names[plan.split :], names[: plan.split]
     inputs = sources(nmf_files, MEASURED, below, upper, recoder)
-    if plan.invariant >= 0:
-        files = None if invariants is None else arrow_files(invariants)
+    exact = plan.exact_levels
+    if exact and invariants is not None:
+        files = arrow_files(invariants)
         if files is None:
             raise InternalError(f"estimates: pyarrow cannot list {plan.invariants_where}")
-        exact = names[: plan.invariant + 1]
         inputs += sources(
             files,
             EXACT,

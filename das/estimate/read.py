@@ -12,6 +12,7 @@ import pyarrow.compute as pc
 
 from das.errors import InternalError, UserError
 from das.estimate.tree import Invariant
+from das.estimate.zeros import UNITS
 from das.spec.schema import Query
 
 
@@ -141,3 +142,18 @@ def check_sums(
             raise UserError(
                 f"{where}: the totals of level {names[index]} are not the sums of level {source}'s"
             )
+
+
+def leaf_units(table: pa.Table, level: str, geocodes: np.ndarray, where: str) -> np.ndarray | None:
+    """Which unit types each of ``level``'s geounits has (in the order of ``geocodes``;
+    geounits x types, 0/1), from the ``UNITS`` rows of ``invariants/``; None where there
+    are none (a run written before they were published)."""
+    rows = table.filter(
+        pc.and_(pc.equal(table["level"], level), pc.equal(table["query"], UNITS))
+    ).sort_by("geocode")
+    if not rows.num_rows:
+        return None
+    codes = np.asarray(rows["geocode"].to_pylist(), dtype=object)
+    if not np.array_equal(codes, geocodes):
+        raise UserError(f"{where}: the units of level {level} do not cover its measured geounits")
+    return pc.list_flatten(rows["values"]).to_numpy().reshape(rows.num_rows, -1)

@@ -30,6 +30,7 @@ from das.estimate.pipeline import (
     LevelSummary,
     arrow_io,
     estimate_recoded,
+    invariants_frame,
     public_frame,
 )
 from das.input.read import geocode_of
@@ -213,8 +214,9 @@ def recoded_estimate(
             recoder = Recoder.of(codes, block.name, parent.name, parent.length, width)
             return estimate_recoded(spark, chained, root, root, max_blocks, recoder)
         files, mode = [("nmf", nmf)], RunMode.of(config.seed)
-        if config.total_invariant_level is not None:
-            files.append(("invariants", public_frame(spark, f"{root}/invariants")))
+        invariants = invariants_frame(spark, config, root)
+        if invariants is not None:
+            files.append(("invariants", invariants))
         for name, frame in files:
             recoded = _recoded(frame, found, geography, config)
             recoded.transform(mode.mark).write.mode("overwrite").parquet(f"{work}/{name}")

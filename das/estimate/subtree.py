@@ -15,11 +15,12 @@ else from a second scan of the NMF.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import scipy.sparse
 
 from das.errors import InternalError, UserError
 from das.estimate.answers import level_data
@@ -27,20 +28,21 @@ from das.estimate.basis import Basis
 from das.estimate.chain_codes import PAD
 from das.estimate.exchange import Pieces, group_rows, top_rows
 from das.estimate.files import write_file
-from das.estimate.read import LevelAnswers, exact_totals, level_answers, parents
+from das.estimate.read import LevelAnswers, exact_totals, leaf_units, level_answers, parents
 from das.estimate.tree import (
     Estimate,
     Invariant,
     LevelData,
     Parts,
     Up,
-    child_starts,
+    Zeros,
     condition,
     down_pass,
     leaf_up,
     up_pass,
 )
 from das.estimate.write import estimate_batches
+from das.estimate.zeros import known_zeros
 from das.spark.task_files import PART, Target
 from das.spec.config import Config
 from das.spec.geography import Level
@@ -110,6 +112,16 @@ class Plan:
         return f"{self.where.rsplit('/', 1)[0]}/invariants"
 
     @property
+    def exact_levels(self) -> list[str]:
+        """The levels with rows of ``invariants/``: those with exact totals, and the
+        blocks where the schema binds a facility attribute (their ``UNITS``)."""
+        names = self.config.geography.names
+        found = names[: self.invariant + 1]
+        if self.config.schema.facility_attribute is not None and names[-1] not in found:
+            found.append(names[-1])
+        return found
+
+    @property
     def invariant(self) -> int:
         """The index of the deepest level with exact totals (-1: none)."""
         name = self.config.total_invariant_level
@@ -123,6 +135,7 @@ class Subtree:
     geocodes: list[np.ndarray]
     data: list[LevelData]
     invariant: Invariant | None  # its level counted from the subtree's root
+    pairs: np.ndarray | None = None  # merged leaves: each leaf's pair (``merged_leaves``)
 
 
 def measured_levels(
@@ -133,14 +146,18 @@ def measured_levels(
     where: str,
     mask: pa.ChunkedArray | None = None,
     merge_last: bool = False,
-) -> tuple[list[LevelAnswers], list[LevelData]]:
+    zeros_of: Callable[[np.ndarray], Zeros | None] | None = None,
+) -> tuple[list[LevelAnswers], list[LevelData], np.ndarray | None]:
     """Consecutive ``levels``' measurements (rows of the NMF, those ``mask`` selects),
     each geounit's parent found by its geocode's prefix in the level before (none for
-    the first). With ``merge_last``, the last level's statistics are summed over each
-    parent's children before the change of basis (``merged_leaves``): its ``b`` has a
-    row per parent, its ``parent`` still one per child."""
+    the first); the last level's known zeros from its geocodes (``zeros_of``). With
+    ``merge_last``, the last level's statistics are summed over each parent's children
+    of one pattern of zeros before the change of basis (``merged_leaves``): its ``b`` and
+    ``zeros`` have a row per such pair, its ``parent`` still one per child, and each
+    child's pair is returned (else None)."""
     found: list[LevelAnswers] = []
     data: list[LevelData] = []
+    pairs = None
     for index, level in enumerate(levels):
         queries = list(config.queries[level.name])
         answers = level_answers(table, level.name, queries, where, mask)
@@ -151,55 +168,87 @@ def measured_levels(
             )
         variances = {q.name: float(config.budget.sigma2(level.name, q.name)) for q in queries}
         given = answers.answers
-        if merge_last and parent is not None and index == len(levels) - 1:
-            starts = child_starts(parent, len(found[-1].geocodes))
-            given = {name: np.add.reduceat(a, starts, axis=0) for name, a in given.items()}
+        last = index == len(levels) - 1
+        zeros = zeros_of(answers.geocodes) if last and zeros_of is not None else None
+        if merge_last and parent is not None and last:
+            pairs, given, zeros = leaf_pairs(parent, given, zeros)
         found.append(answers)
-        data.append(level_data(basis, config.schema, level.name, parent, given, queries, variances))
-    return found, data
+        leveled = level_data(basis, config.schema, level.name, parent, given, queries, variances)
+        data.append(replace(leveled, zeros=zeros))
+    return found, data, pairs
+
+
+def leaf_pairs(
+    parent: np.ndarray, given: dict[str, np.ndarray], zeros: Zeros | None
+) -> tuple[np.ndarray, dict[str, np.ndarray], Zeros | None]:
+    """Each child's (parent, pattern of zeros) pair, in the order of the parents then the
+    patterns; the answers summed per pair; the pairs' zeros."""
+    pattern = np.zeros(len(parent), np.int64) if zeros is None else zeros.pattern
+    width = int(pattern.max(initial=0)) + 1
+    keys, pairs = np.unique(parent * width + pattern, return_inverse=True)
+    pairs = pairs.reshape(-1)
+    ones = np.ones(len(pairs))
+    summing = scipy.sparse.csr_array(
+        (ones, (pairs, np.arange(len(pairs)))), (len(keys), len(pairs))
+    )
+    merged = {name: summing @ a for name, a in given.items()}
+    if zeros is not None:
+        zeros = Zeros(pattern=keys % width, projectors=zeros.projectors)
+    return pairs, merged, zeros
 
 
 def read_subtree(plan: Plan, table: pa.Table, merge_leaves: bool = False) -> Subtree:
     """The subtrees' measurements per level, checked as the whole NMF is (with
-    ``merge_leaves``, the leaves' statistics summed per parent: ``merged_leaves``)."""
+    ``merge_leaves``, the leaves' statistics summed per parent and pattern of known
+    zeros: ``merged_leaves``)."""
     levels = plan.config.geography.levels[plan.split :]
     table = table.combine_chunks()  # the lists' buffers: gathered from by index
     measured = pc.equal(table["kind"], MEASURED)
-    found, data = measured_levels(
-        table, plan.config, plan.basis, levels, plan.where, measured, merge_leaves
+    exact = table.filter(pc.equal(table["kind"], EXACT))
+    leaves, schema = levels[-1].name, plan.config.schema
+
+    def zeros_of(codes: np.ndarray) -> Zeros | None:
+        units = leaf_units(exact, leaves, codes, plan.invariants_where)
+        return known_zeros(schema, plan.basis, units, len(codes))
+
+    found, data, pairs = measured_levels(
+        table, plan.config, plan.basis, levels, plan.where, measured, merge_leaves, zeros_of
     )
     geocodes = [a.geocodes for a in found]
     invariant = None
     if plan.invariant >= plan.split:
-        exact = table.filter(pc.equal(table["kind"], EXACT))
+        totals = exact.filter(pc.equal(exact["query"], "total"))
         deepest = plan.invariant - plan.split + 1
         names = [level.name for level in levels[:deepest]]
         parent = [d.parent for d in data[:deepest]]
-        invariant = exact_totals(exact, names, geocodes[:deepest], parent, plan.invariants_where)
-    return Subtree(geocodes, data, invariant)
+        invariant = exact_totals(totals, names, geocodes[:deepest], parent, plan.invariants_where)
+    return Subtree(geocodes, data, invariant, pairs)
 
 
 def merged_leaves(
     basis: Basis, subtree: Subtree
 ) -> tuple[list[LevelData], Up | None, Invariant | None]:
-    """The levels of ``read_subtree(..., merge_leaves=True)`` with each parent's leaves
-    as one leaf, for the bottom-up pass: that leaf's subtree estimate (returned) is the
-    sum of theirs, u = M^-1 (sum of b), U = (children) M^-1, because every leaf of a
-    level shares M. So the leaves' statistics change basis once per parent, not once per
-    leaf. Exact totals at the leaves condition the merged leaf on their sum: the same
-    sums as conditioning each leaf, since all share U. (None: a subtree of one level,
-    whose leaves are its roots, has nothing to merge.)"""
-    leaves = subtree.data[-1]
-    if leaves.parent is None:  # a subtree of one level: its leaves are its roots
+    """The levels of ``read_subtree(..., merge_leaves=True)`` with each parent's leaves of
+    one pattern of known zeros (a *pair*) as one leaf, for the bottom-up pass: that
+    leaf's subtree estimate (returned) is the sum of theirs, u = U_z (sum of b),
+    U = (leaves) U_z, because every leaf of a level shares M, and of a pattern U_z. So the
+    leaves' statistics change basis once per pair, not once per leaf. Exact totals at the
+    leaves condition the merged leaf on their sum: the same sums as conditioning each
+    leaf, since all share U. (None: a subtree of one level, whose leaves are its roots,
+    has nothing to merge.)"""
+    leaves, pairs = subtree.data[-1], subtree.pairs
+    if leaves.parent is None or pairs is None:  # a subtree of one level: leaves are roots
         return subtree.data, None, subtree.invariant
-    counts = np.bincount(leaves.parent).astype(np.float64)
-    one = leaf_up(basis, LevelData(leaves.name, None, leaves.information, leaves.b))
+    counts = np.bincount(pairs).astype(np.float64)
+    pair_parent = np.empty(len(counts), dtype=np.int64)
+    pair_parent[pairs] = leaves.parent
+    one = leaf_up(basis, replace(leaves, parent=None))
     merged = Up(u=one.u, U=[U * counts[:, None, None] for U in one.U], w=None, S=None)
     invariant = subtree.invariant
     if invariant is not None and invariant.level == len(subtree.data) - 1:
-        totals = np.bincount(leaves.parent, weights=invariant.totals)
+        totals = np.bincount(pairs, weights=invariant.totals)
         merged, invariant = condition(basis, merged, totals), None
-    as_one = LevelData(leaves.name, np.arange(len(counts)), [], [])
+    as_one = LevelData(leaves.name, pair_parent, [], [])
     return [*subtree.data[:-1], as_one], merged, invariant
 
 
@@ -339,7 +388,8 @@ def estimate_batches_of(
     f, cov = _unflattened(top, "f", "f_cov", basis)
     start = Estimate(f=f, F=cov)
     fixed = plan.invariant - plan.split
-    found = down_pass([d.parent for d in subtree.data], ups, fixed, start)
+    parent = [d.parent for d in subtree.data]
+    found = down_pass(parent, ups, fixed, start, singular=bool(basis.zero_axes))
     for level, codes, est in zip(subtree.data, subtree.geocodes, found, strict=True):
         run_codes = plan.run_codes(level.name, codes)
         yield from estimate_batches(basis, config, level.name, run_codes, est, schema)

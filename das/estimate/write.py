@@ -24,6 +24,8 @@ from pyspark.sql import types as T
 from das.estimate.answers import estimates, histograms, variance, variance_plan
 from das.estimate.basis import Basis
 from das.estimate.tree import Estimate
+from das.estimate.zeros import UNITS
+from das.input.contract import UNIT_TYPES
 from das.input.read import LevelHistograms
 from das.spark.marks import RunMode
 from das.spark.task_files import repeated_strings
@@ -83,6 +85,18 @@ def estimate_batch(
     return pa.RecordBatch.from_arrays(columns, schema=schema)
 
 
+#: A variance below this share of the smallest noise variance of the run is an exact
+#: answer's (0) plus rounding: the BLUE's variances of measured answers lie within a few
+#: orders of the noise's, far above it.
+EXACT = 1e-9
+
+
+def exact_floor(config: Config) -> float:
+    """The variance at or under which an estimate is exact (``EXACT``)."""
+    sigma2 = [config.budget.sigma2(lv, q.name) for lv, qs in config.queries.items() for q in qs]
+    return EXACT * float(min(sigma2))
+
+
 def estimate_batches(
     basis: Basis, config: Config, level: str, geocodes: np.ndarray, est: Estimate, schema: pa.Schema
 ) -> Iterator[pa.RecordBatch]:
@@ -90,19 +104,25 @@ def estimate_batches(
     at a time: the histograms of a batch are formed only for that batch."""
     queries = sorted(config.queries[level], key=lambda q: q.name)
     plans = [variance_plan(basis, config.schema, q) for q in queries]
+    floor = exact_floor(config)
     for begin in range(0, len(geocodes), GEOUNITS_PER_BATCH):
         part = slice(begin, begin + GEOUNITS_PER_BATCH)
         x = histograms(basis, [f[part] for f in est.f])
         cov = [F[part] for F in est.F]
+        found = estimates(basis, config.schema, x, queries)
+        spread = [
+            variance(basis, config.schema, cov, q, p) for q, p in zip(queries, plans, strict=True)
+        ]
+        for e, v in zip(found, spread, strict=True):
+            exact = v <= floor  # an exact total, a known zero, or a sum of them
+            v[exact] = 0.0
+            e[exact] = np.round(e[exact])  # a count: rounding's 1e-13 off it removed
         yield estimate_batch(
             level,
             geocodes[part],
             [q.name for q in queries],
-            estimates(basis, config.schema, x, queries),
-            [
-                variance(basis, config.schema, cov, q, p)
-                for q, p in zip(queries, plans, strict=True)
-            ],
+            found,
+            spread,
             schema,
         )
 
@@ -123,12 +143,36 @@ def invariant_frame(histograms: Mapping[str, LevelHistograms], levels: list[str]
     return reduce(DataFrame.unionByName, frames)
 
 
+def units_frame(histograms: LevelHistograms) -> DataFrame:
+    """Each block's ``UNITS`` row: 1 for each unit type (``gqtype``) it has a unit of, else
+    0. The units are invariants (the certificate's), and only whether a type is there is
+    published: the estimate's known zeros (``das.estimate.zeros``)."""
+    has = [F.when(F.col("units")[i] > 0, 1).otherwise(0).cast("long") for i in range(UNIT_TYPES)]
+    return histograms.frame.select(
+        F.lit(histograms.level.name).alias("level"),
+        "geocode",
+        F.lit(UNITS).alias("query"),
+        F.array(*has).alias("values"),
+    )
+
+
 def write_invariants(
-    histograms: Mapping[str, LevelHistograms], levels: list[str], path: str, mode: RunMode
+    histograms: Mapping[str, LevelHistograms],
+    levels: list[str],
+    path: str,
+    mode: RunMode,
+    units: str | None = None,
 ) -> None:
-    """``invariants/``: one row per geounit of the levels where the total is exact."""
-    frame = invariant_frame(histograms, levels).coalesce(1).sortWithinPartitions("level", "geocode")
-    frame.transform(mode.mark).write.mode("overwrite").parquet(path)
+    """``invariants/``: one row per geounit of the levels where the total is exact and,
+    with ``units`` (the block level's name), each block's ``UNITS`` row, in one file (a
+    task of the estimate's exchange per file: 8 million short rows for the U.S. are one
+    task's work, where a file each for a few thousand rows cost RI a second)."""
+    frames = [invariant_frame(histograms, levels)] if levels else []
+    if units is not None:
+        frames.append(units_frame(histograms[units]))
+    if frames:
+        rows = reduce(DataFrame.union, frames).coalesce(1).sortWithinPartitions("level", "geocode")
+        rows.transform(mode.mark).write.mode("overwrite").parquet(path)
 
 
 def geography_frame(histograms: Mapping[str, LevelHistograms]) -> DataFrame | None:

@@ -43,7 +43,9 @@ def known_zeros(schema: Schema, basis: Basis, units: np.ndarray | None, n: int) 
     """The ``Zeros`` of ``n`` leaves (None where the schema names no known zero)."""
     if not basis.zero_axes:
         return None
-    patterns, pattern = np.unique(
-        allowed_grid(schema, basis, units, n), axis=0, return_inverse=True
-    )
-    return Zeros(pattern=pattern.reshape(-1), projectors=basis.projectors(patterns))
+    grid = allowed_grid(schema, basis, units, n)
+    # each row's bits as one integer (the grid has at most MAX_SPAN = 64 cells): np.unique
+    # of integers, not of rows, which sorts them as records (20 times slower)
+    keys = grid.astype(np.uint64) @ (np.uint64(1) << np.arange(grid.shape[1], dtype=np.uint64))
+    _, first, pattern = np.unique(keys, return_index=True, return_inverse=True)
+    return Zeros(pattern=pattern.reshape(-1), projectors=basis.projectors(grid[first]))

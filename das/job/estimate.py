@@ -1,9 +1,9 @@
 """``das estimate OUTPUT`` and the job's estimate phase: the BLUE of every measured query
 at every geounit, from the run's public files only (``das.estimate``).
 
-The job writes ``invariants/`` (the totals its configuration holds exact) beside the NMF
-(and ``geography/``, where its geography file gives parents that are not GEOID prefixes),
-then ``estimates/``; the command recomputes ``estimates/`` from those files and
+The job writes ``invariants/`` (the totals its configuration holds exact, and which unit
+types each block has) beside the NMF (and ``geography/``, where its geography file gives
+parents that are not GEOID prefixes), then ``estimates/``; the command recomputes ``estimates/`` from those files and
 ``run.json``, so anyone holding the public outputs can reproduce it.
 """
 
@@ -37,11 +37,14 @@ def invariant_levels(config: Config) -> list[str]:
 def write_run_invariants(
     spark: SparkSession, config: Config, histograms: Mapping[str, LevelHistograms], output: str
 ) -> None:
-    """``invariants/`` of a run (kept when a resumed run finds it complete)."""
+    """``invariants/`` of a run (kept when a resumed run finds it complete): the exact
+    totals, and which unit types each block has where the schema binds a facility
+    attribute to them (the estimate's known zeros)."""
     levels = invariant_levels(config)
     path = f"{output.rstrip('/')}/invariants"
-    if levels and not exists(spark, f"{path}/_SUCCESS"):
-        write_invariants(histograms, levels, path, RunMode.of(config.seed))
+    units = None if config.schema.facility_attribute is None else config.geography.block.name
+    if (levels or units) and not exists(spark, f"{path}/_SUCCESS"):
+        write_invariants(histograms, levels, path, RunMode.of(config.seed), units)
 
 
 def write_run_geography(

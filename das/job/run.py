@@ -4,7 +4,7 @@ Output layout under ``--output`` (public):
 
 - ``run.json``          the effective configuration; ``--resume`` refuses a different one
 - ``nmf/``              noisy measurement file
-- ``invariants/``       the totals held exact (where configured)
+- ``invariants/``       the totals held exact (where configured), each block's unit types
 - ``estimates/``        the BLUE of every measured query at every geounit, with variances
 - ``levels/<level>/``   checkpoint of each level's protected histograms (resume points)
 - ``mdf/``              protected microdata

@@ -41,10 +41,13 @@ ESTIMATE_COLUMNS = {
 }
 
 INVARIANT_COLUMNS = {
-    "level": "a level where the total is held exact",
+    "level": "a level where the total is held exact, or the block level (`units`)",
     "geocode": "the geounit",
-    "query": "`total`",
-    "values": "the exact total (one value)",
+    "query": "`total`, or `units`",
+    "values": (
+        "`total`: the exact total (one value); `units`: 1 for each unit type (`gqtype` 0 to "
+        "7) the block has a unit of, else 0"
+    ),
 }
 
 PARENT_COLUMNS = {
@@ -141,7 +144,7 @@ _PUBLIC = (
     ("`run.json`", "the effective configuration (without `[spark]`), which `--resume` must match"),
     ("`nmf/`", "the noisy measurement file: every query at every geounit, with its variance"),
     ("`invariants/`", "the totals held exact (`strategy.invariants`): one row per geounit of "
-     "each level where the total is exact"),
+     "each level where the total is exact; and which unit types each block has"),
     ("`geography/`", "only where the geography file gives a level codes of its own: each "
      "geounit's parent, at the levels where it is not the GEOID prefix"),
     ("`estimates/`", "the best linear unbiased estimate of every measured query at every "
@@ -271,9 +274,15 @@ def _estimates() -> str:
         "recomputes it. One file per group of subtrees, written by the task that "
         "computed it (by Spark where pyarrow cannot open the output's file system); read "
         "the directory, as for every output. "
-        "Structural zeros are not imposed.\n\n"
+        "Known zeros are imposed too: the schema's structural zeros, and in each block the "
+        "levels of the facility attribute it has no unit of (its `units` row), so in every "
+        "geounit whose blocks all share them. An answer known exactly (an exact total, a "
+        "known zero, a sum of them) has variance 0 and an integer estimate.\n\n"
         + markdown_table(("column", "type", "meaning"), rows)
-        + "\n\n`invariants/`: one row per geounit of each level whose total is exact.\n\n"
+        + "\n\n`invariants/`: one row per geounit of each level whose total is exact "
+        "(query `total`) and, where the schema binds a facility attribute to the unit types "
+        "(`hhgq`), one row per block (query `units`): which unit types it has, an invariant "
+        "the certificate lists.\n\n"
         + markdown_table(("column", "type", "meaning"), invariants)
         + "\n\n`geography/`: written only where the geography file gives a level codes of "
         "its own (docs/input.md); one row per geounit whose parent is not its GEOID prefix: "

@@ -83,7 +83,8 @@ def invariants(config: Config) -> tuple[str, ...]:
         found.append(
             "per block (and so per geounit): the number of occupied group-quarters "
             f"facilities of each type ({', '.join(attribute.levels[1:])}) and whether it has "
-            f"a housing unit (the {attribute.name} bounds)"
+            f"a housing unit (the {attribute.name} bounds); invariants/ publishes which of "
+            "these unit types each block has (the estimate's known zeros)"
         )
     return tuple(found)
 

@@ -56,6 +56,7 @@ def test_the_job_writes_marked_estimates_of_every_measured_query(spark, finished
         assert footer_modes(footer(spark, path)) == {"test"}
     # the invariant totals: exact, variance 0 (where the level measures `total`)
     invariants = pq.read_table(output / "invariants").to_pandas()
+    invariants = invariants[invariants["query"] == "total"]
     exact_totals = {
         (lv, g): list(v)
         for lv, g, v in zip(
@@ -69,6 +70,33 @@ def test_the_job_writes_marked_estimates_of_every_measured_query(spark, finished
         assert row.estimates[0] == pytest.approx(exact_totals[(row.level, row.geocode)][0])
     certificate = json.loads((output / "certificate.json").read_text())
     assert "estimate" in certificate["timings_seconds"]
+
+
+def test_the_estimates_impose_each_blocks_known_zeros(finished):
+    """invariants/ publishes which unit types each block has (as the input's units table
+    says); a block's cells of a type it has none of, and of the structural zero (no one
+    under 18 in a nursing facility), are 0 with variance 0, every other cell measured."""
+    config, output, _ = finished
+    units = pd.read_parquet(output.parent / "input" / "units.parquet")
+    invariants = pq.read_table(output / "invariants").to_pandas()
+    rows = invariants[invariants["query"] == "units"]
+    assert set(rows["level"]) == {"block"}
+    published = {g: list(v) for g, v in zip(rows["geocode"], rows["values"], strict=True)}
+    types = units.groupby("geoid")["gqtype"].agg(set)
+    assert published == {g: [int(t in has) for t in range(8)] for g, has in types.items()}
+
+    estimates = pq.read_table(output / "estimates").to_pandas()
+    detailed = estimates[(estimates["level"] == "block") & (estimates["query"] == "detailed")]
+    schema = config.schema
+    hhgq = schema.cell_codes(np.arange(schema.size))[:, schema.axis("hhgq")]
+    zeros = 0
+    for row in detailed.itertuples():
+        live = np.asarray(published[row.geocode])[hhgq] > 0
+        live &= ~schema.structural_zero_mask
+        assert np.all(row.estimates[~live] == 0.0) and np.all(row.variances[~live] == 0.0)
+        assert np.all(row.variances[live] > 0.0)
+        zeros += int((~live).sum())
+    assert zeros > len(detailed) * schema.size // 2  # the premise: most cells are known zeros
 
 
 def test_spark_reads_the_estimates_as_written(spark, finished):

@@ -50,12 +50,19 @@ def test_weights_that_do_not_factor_are_approximated_and_the_error_reported():
     assert factor_error(variances, ["x"]) == pytest.approx(1.0)
 
 
-def test_a_zero_variance_counts_as_the_smallest_positive_one():
-    """A total held exact (variance 0) is already a constraint: weighted like the most
-    precise answer, never infinitely."""
-    child, rows = blue_weights({"total": np.array([[0.0], [2.0], [4.0]])}, ["total"])
-    np.testing.assert_allclose(child, [1.0, 1.0, 0.5])
-    assert np.isfinite(rows["total"]).all()
+def test_a_zero_variance_is_left_out_of_the_fit():
+    """A total held exact or a known zero (variance 0) is already a constraint: it moves
+    no other weight, and its own row is weighted like the most precise one, never
+    infinitely."""
+    factored = np.array([[1.0, 4.0], [2.0, 8.0]])
+    child, rows = blue_weights({"x": factored}, ["x"])
+    with_zeros = np.array([[1.0, 4.0, 0.0], [2.0, 8.0, 0.0]])
+    child_z, rows_z = blue_weights({"x": with_zeros}, ["x"])
+    np.testing.assert_allclose(child_z, child)
+    np.testing.assert_allclose(rows_z["x"], [*rows["x"], rows["x"].max()])
+    assert factor_error({"x": with_zeros}, ["x"]) < 1e-12
+    exact, _ = blue_weights({"total": np.array([[0.0], [2.0], [4.0]])}, ["total"])
+    np.testing.assert_allclose(exact, [np.sqrt(0.5), 1.0, 0.5])  # the exact child: the mean
 
 
 def test_target_names_add_the_estimates_and_variances_for_the_blue():
