@@ -7,7 +7,7 @@ import pyarrow as pa
 import pytest
 
 from das.errors import UserError
-from das.estimate.read import invariant_totals, level_answers, parents
+from das.estimate.read import invariant_totals, leaf_units, level_answers, parents
 from das.spec.schema import load_schema
 
 SCHEMA = load_schema("h1_units")
@@ -74,3 +74,20 @@ def test_invariant_totals_must_cover_the_level():
         UserError, match=r"^inv: the totals of level state do not cover its measured geounits$"
     ):
         invariant_totals(table, "state", np.array(["44", "45"], dtype=object), "inv")
+
+
+def test_leaf_units_in_the_order_of_the_geocodes_none_without_and_must_cover_the_level():
+    table = nmf(
+        [
+            ("block", "b", "units", (1, 0, 1)),
+            ("block", "a", "units", (0, 1, 0)),
+            ("block", "a", "total", (4,)),
+        ]
+    )
+    codes = np.asarray(["a", "b"], dtype=object)
+    np.testing.assert_array_equal(leaf_units(table, "block", codes, "inv"), [[0, 1, 0], [1, 0, 1]])
+    assert leaf_units(table, "tract", np.asarray(["t"], dtype=object), "inv") is None
+    with pytest.raises(
+        UserError, match=r"^inv: the units of level block do not cover its measured geounits$"
+    ):
+        leaf_units(table, "block", np.asarray(["a", "b", "c"], dtype=object), "inv")
