@@ -164,9 +164,9 @@ def write_invariants(
     units: str | None = None,
 ) -> None:
     """``invariants/``: one row per geounit of the levels where the total is exact and,
-    with ``units`` (the block level's name), each block's ``UNITS`` row, in one file (a
-    task of the estimate's exchange per file: 8 million short rows for the U.S. are one
-    task's work, where a file each for a few thousand rows cost RI a second)."""
+    with ``units`` (the block level's name), each block's ``UNITS`` row, in one file: the
+    estimate's exchange reads each file in a task of its own, and the rows are short (8
+    million of 8 values for the U.S.)."""
     frames = [invariant_frame(histograms, levels)] if levels else []
     if units is not None:
         frames.append(units_frame(histograms[units]))
