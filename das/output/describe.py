@@ -35,9 +35,9 @@ ESTIMATE_COLUMNS = {
     "geocode": "the geounit",
     "query": "a query measured at the level",
     "estimates": "the estimate of every cell of the query, indexed by the 0-based cell "
-    "(unconstrained: can be negative or fractional)",
-    "variances": "their exact variances, aligned; 0 for a total held exact. A 90% interval: "
-    "estimates[i] +- 1.6449 sqrt(variances[i])",
+    "(can be negative or fractional, but for an answer known exactly)",
+    "variances": "their exact variances, aligned; 0 for an answer known exactly (a total held "
+    "exact, a known zero). A 90% interval: estimates[i] +- 1.6449 sqrt(variances[i])",
 }
 
 INVARIANT_COLUMNS = {
