@@ -21,6 +21,7 @@ Cells whose variance is 0 (totals held exact) are left out. Also times the estim
 from __future__ import annotations
 
 import argparse
+import shutil
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -111,6 +112,7 @@ def one_input(
     for seed in seeds:
         config = load_config(product.config, ["run.production=false"], seed=seed)
         output = work / f"{product.name}_seed{seed}"
+        shutil.rmtree(output, ignore_errors=True)  # a complete invariants/ would be kept as is
         write_nmf(histograms, config, seeded_rng(seed), str(output / "nmf"))
         write_run_invariants(spark, config, histograms, str(output))
         start_cpu, start_wall = time.process_time(), time.perf_counter()
