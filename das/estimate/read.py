@@ -96,11 +96,8 @@ def parents(children: np.ndarray, parent_codes: np.ndarray, length: int, level: 
 
 def invariant_totals(table: pa.Table, level: str, geocodes: np.ndarray, where: str) -> np.ndarray:
     """The exact totals of ``level``'s geounits (in the order of ``geocodes``)."""
-    rows = table.filter(pc.equal(table["level"], level)).sort_by("geocode")
-    codes = np.asarray(rows["geocode"].to_pylist(), dtype=object)
-    if not np.array_equal(codes, geocodes):
-        raise UserError(f"{where}: the totals of level {level} do not cover its measured geounits")
-    return pc.list_flatten(rows["values"]).to_numpy().astype(np.float64)
+    rows = table.filter(pc.equal(table["level"], level))
+    return _aligned(rows, level, geocodes, "totals", where).ravel().astype(np.float64)
 
 
 def exact_totals(
@@ -148,12 +145,15 @@ def leaf_units(table: pa.Table, level: str, geocodes: np.ndarray, where: str) ->
     """Which unit types each of ``level``'s geounits has (in the order of ``geocodes``;
     geounits x types, 0/1), from the ``UNITS`` rows of ``invariants/``; None where there
     are none (a run written before they were published)."""
-    rows = table.filter(
-        pc.and_(pc.equal(table["level"], level), pc.equal(table["query"], UNITS))
-    ).sort_by("geocode")
-    if not rows.num_rows:
-        return None
+    rows = table.filter(pc.and_(pc.equal(table["level"], level), pc.equal(table["query"], UNITS)))
+    return _aligned(rows, level, geocodes, "units", where) if rows.num_rows else None
+
+
+def _aligned(rows: pa.Table, level: str, geocodes: np.ndarray, what: str, where: str) -> np.ndarray:
+    """``rows``' values (one row per geounit, all of one length) in the order of
+    ``geocodes`` (ascending); refuses rows that are not exactly the level's geounits."""
+    rows = rows.sort_by("geocode")
     codes = np.asarray(rows["geocode"].to_pylist(), dtype=object)
     if not np.array_equal(codes, geocodes):
-        raise UserError(f"{where}: the units of level {level} do not cover its measured geounits")
+        raise UserError(f"{where}: the {what} of level {level} do not cover its measured geounits")
     return pc.list_flatten(rows["values"]).to_numpy().reshape(rows.num_rows, -1)

@@ -23,13 +23,9 @@ def allowed_grid(schema: Schema, basis: Basis, units: np.ndarray | None, n: int)
     """(geounits, cells of ``basis.grid``): False where a known zero holds. ``units``
     (geounits x unit types, 0/1): which unit types each geounit has; None: not known."""
     names = [schema.attributes[i].name for i in basis.zero_axes]
-    live = np.ones(basis.grid, dtype=bool)
-    for zero in schema.structural_zeros:
-        index = [
-            np.array(zero.get(name, range(size)))
-            for name, size in zip(names, basis.grid, strict=True)
-        ]
-        live[np.ix_(*index)] = False
+    # the schema's structural zeros name zero axes only: the same at any level of the others
+    first = tuple(slice(None) if i in basis.zero_axes else 0 for i in range(len(schema.shape)))
+    live = ~schema.structural_zero_mask.reshape(schema.shape)[first]
     grid = np.broadcast_to(live, (n, *basis.grid))
     facility = schema.facility_attribute
     if units is not None and facility is not None:
