@@ -39,6 +39,7 @@ from das.estimate.tree import (
     condition,
     down_pass,
     leaf_up,
+    sharing,
     up_pass,
 )
 from das.estimate.write import estimate_batches
@@ -182,18 +183,17 @@ def leaf_pairs(
     parent: np.ndarray, given: dict[str, np.ndarray], zeros: Zeros | None
 ) -> tuple[np.ndarray, dict[str, np.ndarray], Zeros | None]:
     """Each child's (parent, pattern of zeros) pair, in the order of the parents then the
-    patterns; the answers summed per pair; the pairs' zeros."""
+    patterns (``sharing``); the answers summed per pair; the pairs' zeros."""
     pattern = np.zeros(len(parent), np.int64) if zeros is None else zeros.pattern
-    width = int(pattern.max(initial=0)) + 1
-    keys, pairs = np.unique(parent * width + pattern, return_inverse=True)
-    pairs = pairs.reshape(-1)
+    shared, pair_pattern = sharing(parent, pattern)
+    pairs = shared.row
     ones = np.ones(len(pairs))
     summing = scipy.sparse.csr_array(
-        (ones, (pairs, np.arange(len(pairs)))), (len(keys), len(pairs))
+        (ones, (pairs, np.arange(len(pairs)))), (len(pair_pattern), len(pairs))
     )
     merged = {name: summing @ a for name, a in given.items()}
     if zeros is not None:
-        zeros = Zeros(pattern=keys % width, projectors=zeros.projectors)
+        zeros = Zeros(pattern=pair_pattern, projectors=zeros.projectors)
     return pairs, merged, zeros
 
 
@@ -381,7 +381,7 @@ def estimate_batches_of(
     read again, their bottom-up pass repeated, and the top-down pass from ``top``."""
     basis, config = plan.basis, plan.config
     subtree = read_subtree(plan, table)  # read without error by the bottom-up pass
-    ups = up_pass(basis, subtree.data, subtree.invariant)
+    ups = up_pass(basis, subtree.data, subtree.invariant, share=True)
     top = top.sort_by("root")  # the order of the roots' geocodes
     if top["root"].to_pylist() != [str(g) for g in subtree.geocodes[0]]:
         raise InternalError("the roots' full estimates do not match their subtrees")

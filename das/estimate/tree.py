@@ -26,6 +26,11 @@ U = P (P M P + I - P)^-1 P, P the projector onto them. Sums and the conditionals
 top-down pass keep every estimate there, so a parent's zeros (those all its children
 share) hold without being given; S is then singular off them, and the top-down pass
 uses its pseudo-inverse.
+
+A parent's leaves of one pattern of known zeros share their subtree covariance U (every
+leaf of a level has the same M), and so their full covariance F: with ``share``, the
+leaves' U and F have a row per (parent, pattern) pair (``Shared``), not per leaf, which
+the top-down pass and the variances then compute once per pair.
 """
 
 from __future__ import annotations
@@ -78,22 +83,40 @@ class Invariant:
 
 
 @dataclass(frozen=True)
+class Shared:
+    """Leaves whose covariances are kept once per (parent, pattern of zeros) pair: leaf
+    i's is row ``row[i]``; row j's parent is ``parent[j]`` (rows grouped by parent in
+    ascending order, as the leaves)."""
+
+    row: np.ndarray
+    parent: np.ndarray
+
+
+@dataclass(frozen=True)
 class Up:
     """A level after the bottom-up pass: subtree estimates, and for a parent level the
-    sums of its children's (w, S), which the top-down pass reuses."""
+    sums of its children's (w, S), which the top-down pass reuses. With ``shared``, U has
+    a row per pair, not per geounit."""
 
     u: Parts
     U: Parts
     w: Parts | None
     S: Parts | None
+    shared: Shared | None = None
 
 
 @dataclass(frozen=True)
 class Estimate:
-    """A level's BLUE: f per component (geounits, r, D) and its covariance F (geounits, D, D)."""
+    """A level's BLUE: f per component (geounits, r, D) and its covariance F (geounits,
+    D, D), or with ``shared`` (geounit i's row of F) a row per pair."""
 
     f: Parts
     F: Parts
+    shared: np.ndarray | None = None
+
+    def covariances(self) -> Parts:
+        """F with a row per geounit."""
+        return self.F if self.shared is None else [F[self.shared] for F in self.F]
 
 
 def _rows(v: np.ndarray, m: np.ndarray) -> np.ndarray:
@@ -115,9 +138,14 @@ def child_starts(parent: np.ndarray, parents: int) -> np.ndarray:
     return starts
 
 
-def leaf_up(basis: Basis, level: LevelData) -> Up:
+def leaf_up(basis: Basis, level: LevelData, share: bool = False) -> Up:
     """Leaves: their own measurements must identify the histogram (M invertible); their
-    known zeros, if any, imposed."""
+    known zeros, if any, imposed. ``share`` (leaves with parents): U a row per pair."""
+    n = level.b[0].shape[0]
+    pattern = np.zeros(n, np.int64) if level.zeros is None else level.zeros.pattern
+    shared, row_pattern = None, pattern
+    if share and level.parent is not None:
+        shared, row_pattern = sharing(level.parent, pattern)
     us, Us = [], []
     parts = zip(basis.components, level.information, level.b, strict=True)
     for k, (c, m, b) in enumerate(parts):
@@ -129,14 +157,22 @@ def leaf_up(basis: Basis, level: LevelData) -> Up:
                 f"{c.r * int(np.sum(eig <= 1e-12 * max(eig.max(), 1e-300)))} directions unmeasured"
             )
         if level.zeros is None:
-            U = np.broadcast_to(np.linalg.inv(m), (b.shape[0], c.d, c.d)).copy()
+            per_pattern = np.linalg.inv(m)[None]
         else:
             P = level.zeros.projectors[k]
             per_pattern = P @ np.linalg.inv(P @ m @ P + np.eye(c.d) - P) @ P
-            U = per_pattern[level.zeros.pattern]
-        Us.append(_sym(U))
-        us.append(_rows(b, U))
-    return Up(u=us, U=Us, w=None, S=None)
+        per_pattern = _sym(per_pattern)
+        us.append(_rows(b, per_pattern[pattern]))
+        Us.append(per_pattern[row_pattern])
+    return Up(u=us, U=Us, w=None, S=None, shared=shared)
+
+
+def sharing(parent: np.ndarray, pattern: np.ndarray) -> tuple[Shared, np.ndarray]:
+    """Each leaf's (parent, pattern) pair, in the order of the parents then the patterns;
+    each pair's pattern."""
+    width = int(pattern.max(initial=0)) + 1
+    keys, row = np.unique(parent * width + pattern, return_inverse=True)
+    return Shared(row.reshape(-1), keys // width), keys % width
 
 
 def parent_up(basis: Basis, level: LevelData, below: Up, child_parent: np.ndarray) -> Up:
@@ -145,9 +181,15 @@ def parent_up(basis: Basis, level: LevelData, below: Up, child_parent: np.ndarra
     starts = child_starts(child_parent, n)
     out: Up = Up(u=[], U=[], w=[], S=[])
     parts = zip(basis.components, level.information, level.b, below.u, below.U, strict=True)
+    if below.shared is not None:  # U a row per pair: each times its leaves
+        rows = np.bincount(below.shared.row).astype(np.float64)[:, None, None]
+        row_starts = child_starts(below.shared.parent, n)
     for c, m, b, uc, Uc in parts:
         w = np.add.reduceat(uc, starts, axis=0)
-        S = np.add.reduceat(Uc, starts, axis=0)
+        if below.shared is None:
+            S = np.add.reduceat(Uc, starts, axis=0)
+        else:
+            S = np.add.reduceat(Uc * rows, row_starts, axis=0)
         a = np.eye(c.d) + S @ m
         out.U.append(_sym(np.linalg.solve(a, S)))
         out.u.append(np.swapaxes(np.linalg.solve(a, np.swapaxes(w + _rows(b, S), 1, 2)), 1, 2))
@@ -163,23 +205,29 @@ def condition(basis: Basis, up: Up, totals: np.ndarray) -> Up:
     u, U = up.u[0].copy(), up.U[0].copy()
     k = U[:, :, 0]  # (n, D): covariance of every coordinate with the total's
     gain = k / k[:, :1]
-    u[:, 0, :] -= gain * (u[:, 0, :1] - t[:, None])
+    per_geounit = gain if up.shared is None else gain[up.shared.row]
+    u[:, 0, :] -= per_geounit * (u[:, 0, :1] - t[:, None])
     U -= gain[:, :, None] * k[:, None, :]
     u[:, 0, 0] = t
     U[:, 0, :] = 0.0
     U[:, :, 0] = 0.0
-    return Up(u=[u, *up.u[1:]], U=[_sym(U), *up.U[1:]], w=up.w, S=up.S)
+    return Up(u=[u, *up.u[1:]], U=[_sym(U), *up.U[1:]], w=up.w, S=up.S, shared=up.shared)
 
 
 def up_pass(
-    basis: Basis, levels: list[LevelData], invariant: Invariant | None, bottom: Up | None = None
+    basis: Basis,
+    levels: list[LevelData],
+    invariant: Invariant | None,
+    bottom: Up | None = None,
+    share: bool = False,
 ) -> list[Up]:
     """Subtree estimates of every level, root first.
 
     With ``bottom``, the last of ``levels`` is not measured here: ``bottom`` is its
     subtree estimates, computed elsewhere (a subtree's task) and only its ``parent``
-    index is used; otherwise the last level is the leaves."""
-    ups: list[Up] = [bottom if bottom is not None else leaf_up(basis, levels[-1])]
+    index is used; otherwise the last level is the leaves (``share``: their U a row per
+    pair, ``Shared``)."""
+    ups: list[Up] = [bottom if bottom is not None else leaf_up(basis, levels[-1], share)]
     if invariant is not None and invariant.level == len(levels) - 1 and bottom is None:
         ups[-1] = condition(basis, ups[-1], invariant.totals)
     for index in range(len(levels) - 2, -1, -1):
@@ -230,24 +278,29 @@ def down_pass(
         if above.w is None or above.S is None or parent is None:
             raise InternalError(f"level {index} has no parent sums")
         fp = estimates[-1]
+        if fp.shared is not None:
+            raise InternalError(f"level {index - 1} has shared covariances and children")
         fixed = index <= fixed_through
+        rows = parent if up.shared is None else up.shared.parent  # the parent of U's rows
         fs, Fs = [], []
         for k in range(len(up.u)):
             sinv = _pinv(above.S[k], fixed and k == 0, singular)
             gain = _rows(fp.f[k] - above.w[k], sinv)
             h = sinv - sinv @ fp.F[k] @ sinv
             Uc = up.U[k]
-            fs.append(up.u[k] + _rows(gain[parent], Uc))
-            Fs.append(_sym(Uc - Uc @ h[parent] @ Uc))
-        estimates.append(Estimate(f=fs, F=Fs))
+            correction = _rows(gain[rows], Uc)
+            fs.append(up.u[k] + (correction if up.shared is None else correction[up.shared.row]))
+            Fs.append(_sym(Uc - Uc @ h[rows] @ Uc))
+        shared = None if up.shared is None else up.shared.row
+        estimates.append(Estimate(f=fs, F=Fs, shared=shared))
     return estimates
 
 
 def blue(
-    basis: Basis, levels: list[LevelData], invariant: Invariant | None = None
+    basis: Basis, levels: list[LevelData], invariant: Invariant | None = None, share: bool = True
 ) -> list[Estimate]:
     """The BLUE of every geounit's histogram, root first; see the module's docstring."""
     fixed_through = -1 if invariant is None else invariant.level
-    ups = up_pass(basis, levels, invariant)
+    ups = up_pass(basis, levels, invariant, share=share)
     parents = [level.parent for level in levels]
     return down_pass(parents, ups, fixed_through, singular=bool(basis.zero_axes))

@@ -108,15 +108,18 @@ def estimate_batches(
     for begin in range(0, len(geocodes), GEOUNITS_PER_BATCH):
         part = slice(begin, begin + GEOUNITS_PER_BATCH)
         x = histograms(basis, [f[part] for f in est.f])
-        cov = [F[part] for F in est.F]
+        rows = np.arange(len(geocodes))[part] if est.shared is None else est.shared[part]
+        distinct, row = np.unique(rows, return_inverse=True)  # each covariance once
+        cov = [F[distinct] for F in est.F]
         found = estimates(basis, config.schema, x, queries)
         spread = [
-            variance(basis, config.schema, cov, q, p) for q, p in zip(queries, plans, strict=True)
+            variance(basis, config.schema, cov, q, p)[row.reshape(-1)]
+            for q, p in zip(queries, plans, strict=True)
         ]
         for e, v in zip(found, spread, strict=True):
             exact = v <= floor  # an exact total, a known zero, or a sum of them
             v[exact] = 0.0
-            e[exact] = np.round(e[exact])  # a count: rounding's 1e-13 off it removed
+            e[exact] = np.round(e[exact]) + 0.0  # a count: rounding's 1e-13 off it (and -0) removed
         yield estimate_batch(
             level,
             geocodes[part],

@@ -37,6 +37,22 @@ def test_tree_blue_equals_dense_gls(invariant_level, zeros):
             np.testing.assert_allclose(var, dense_var, rtol=0, atol=1e-9)
 
 
+@pytest.mark.parametrize("zeros", [False, True])
+@pytest.mark.parametrize("invariant_level", [None, 2])
+def test_leaves_keep_a_covariance_per_pair_and_give_the_per_leaf_estimates(invariant_level, zeros):
+    """A parent's leaves of one pattern of known zeros share U and F: kept once per
+    (parent, pattern) pair, they give the estimates and covariances of one per leaf."""
+    t = toy(seed=13, zeros=zeros)
+    answers = measure(t, np.random.default_rng(14))
+    shared = tree_blue(t, answers, invariant_level)
+    each = tree_blue(t, answers, invariant_level, share=False)
+    for a, b in zip(shared, each, strict=True):
+        for x, y in zip([*a.f, *a.covariances()], [*b.f, *b.F], strict=True):
+            np.testing.assert_allclose(x, y, rtol=0, atol=1e-9)
+    assert [F.shape[0] for F in shared[-1].F] == [4 if zeros else 2] * len(t.basis.components)
+    assert each[-1].shared is None and each[-1].F[0].shape[0] == 5
+
+
 def test_invariant_totals_are_exact_with_zero_variance_at_and_above_their_level():
     t = toy(seed=3)
     estimates = tree_blue(t, measure(t, np.random.default_rng(4)), invariant_level=1)

@@ -107,7 +107,9 @@ def measure(t: Toy, rng: np.random.Generator, copies: int = 1) -> dict[str, dict
     return out
 
 
-def tree_blue(t: Toy, answers, invariant_level: int | None = None, copies: int = 1):
+def tree_blue(
+    t: Toy, answers, invariant_level: int | None = None, copies: int = 1, share: bool = True
+):
     parents = forest_parents(copies)
     levels = [
         level_data(t.basis, t.schema, lv, parents[i], answers[lv], t.queries[lv], t.variances[lv])
@@ -121,13 +123,13 @@ def tree_blue(t: Toy, answers, invariant_level: int | None = None, copies: int =
     if invariant_level is not None:
         totals = truth(t, invariant_level).sum(axis=1)
         inv = Invariant(invariant_level, np.tile(totals, copies))
-    return blue(t.basis, levels, inv)
+    return blue(t.basis, levels, inv, share)
 
 
 def tree_answers(t: Toy, estimates, level: int, query: Query) -> tuple[np.ndarray, np.ndarray]:
     e = estimates[level]
-    x = histograms(t.basis, e.f)
-    return estimate(t.basis, t.schema, x, query), variance(t.basis, t.schema, e.F, query)
+    x, cov = histograms(t.basis, e.f), e.covariances()
+    return estimate(t.basis, t.schema, x, query), variance(t.basis, t.schema, cov, query)
 
 
 def dense_gls(t: Toy, answers, invariant_level: int | None = None):
