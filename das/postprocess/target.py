@@ -19,8 +19,11 @@ places keep the measurements, because there the BLUE loses more than it adds
 
 The structured solver needs one Hessian per family up to a scale per child, so the weights
 are factored as child_weights[c] x row_weights[query][row] (``blue_weights``): exact where
-siblings have the same covariance; elsewhere the least-squares fit of the log precisions,
-whose worst error ``factor_error`` reports.
+siblings' variances are proportional; elsewhere (siblings with different known zeros, or
+blocks of different sizes below them) the least-squares fit of the log precisions. That
+is an approximation, and a diagonal weight is one anyway (the BLUE's errors are
+correlated): the weights decide only how the fit shares out what the children's BLUE and
+their parent's solution disagree on, and where nonnegativity binds.
 """
 
 from __future__ import annotations
@@ -95,13 +98,3 @@ def _log_precisions(
     stacked = np.hstack([np.asarray(variances[q], dtype=np.float64) for q in queries])
     known = stacked > 0
     return -np.log(np.where(known, stacked, 1.0)), known
-
-
-def factor_error(variances: dict[str, np.ndarray], queries: Sequence[str]) -> float:
-    """Largest relative error of ``blue_weights``' products against 1 / variance, up to
-    their common factor, over the positive variances (0 when the weights factor exactly)."""
-    child, rows = blue_weights(variances, queries)
-    log_precision, known = _log_precisions(variances, queries)
-    product = child[:, None] * np.hstack([rows[q] for q in queries])[None, :]
-    ratio = (product / np.exp(log_precision))[known]
-    return float(ratio.max() / ratio.min() - 1.0) if ratio.size else 0.0
