@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow.parquet as pq
 
 from das.input.contract import UNITS
 from das.spec.config import Config, load_config
@@ -128,3 +129,33 @@ def topdown_command(master: str, *spark_conf: str) -> list[str]:
     confs = [part for conf in spark_conf for part in ("--conf", conf)]
     return [str(Path(sys.executable).parent / "spark-submit"), "--master", master, *confs,
             str(ROOT / "jobs" / "topdown.py")]  # fmt: skip
+
+
+def assert_known_zeros(config: Config, input_dir: Path, output: Path) -> None:
+    """invariants/ publishes which unit types each block has (as the input's units table
+    says: none for a block without units); in estimates/, a block's cells of a type it has
+    none of, and of the structural zero (no one under 18 in a nursing facility), are 0
+    with variance 0, and every other cell is measured. Most cells are such zeros."""
+    units = pd.read_parquet(input_dir / "units.parquet")
+    invariants = pq.read_table(output / "invariants").to_pandas()
+    rows = invariants[invariants["query"] == "units"]
+    assert set(rows["level"]) == {"block"}
+    published = {g: list(v) for g, v in zip(rows["geocode"], rows["values"], strict=True)}
+    types = units.groupby("geoid")["gqtype"].agg(set)
+    assert set(types.index) <= set(published)
+    expected = {g: [int(t in types.get(g, set())) for t in range(8)] for g in published}
+    assert published == expected
+
+    estimates = pq.read_table(output / "estimates").to_pandas()
+    detailed = estimates[(estimates["level"] == "block") & (estimates["query"] == "detailed")]
+    assert set(detailed["geocode"]) == set(published)
+    schema = config.schema
+    hhgq = schema.cell_codes(np.arange(schema.size))[:, schema.axis("hhgq")]
+    zeros = 0
+    for row in detailed.itertuples():
+        live = (np.asarray(published[row.geocode])[hhgq] > 0) & ~schema.structural_zero_mask
+        assert np.all(row.estimates[~live] == 0.0) and np.all(row.variances[~live] == 0.0)
+        assert not np.signbit(row.estimates[~live]).any()  # 0, not -0
+        assert np.all(row.variances[live] > 0.0)
+        zeros += int((~live).sum())
+    assert zeros > len(detailed) * schema.size // 2

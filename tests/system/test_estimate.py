@@ -24,7 +24,7 @@ from das.job.run import run_job
 from das.spark.marks import footer, footer_modes, parquet_files
 from das.spec.config import load_config
 from tests.conftest import ROOT
-from tests.helpers import tiny_input, write_input
+from tests.helpers import assert_known_zeros, tiny_input, write_input
 
 pytestmark = pytest.mark.spark
 DEMO = ROOT / "configs" / "demo.toml"
@@ -73,30 +73,8 @@ def test_the_job_writes_marked_estimates_of_every_measured_query(spark, finished
 
 
 def test_the_estimates_impose_each_blocks_known_zeros(finished):
-    """invariants/ publishes which unit types each block has (as the input's units table
-    says); a block's cells of a type it has none of, and of the structural zero (no one
-    under 18 in a nursing facility), are 0 with variance 0, every other cell measured."""
     config, output, _ = finished
-    units = pd.read_parquet(output.parent / "input" / "units.parquet")
-    invariants = pq.read_table(output / "invariants").to_pandas()
-    rows = invariants[invariants["query"] == "units"]
-    assert set(rows["level"]) == {"block"}
-    published = {g: list(v) for g, v in zip(rows["geocode"], rows["values"], strict=True)}
-    types = units.groupby("geoid")["gqtype"].agg(set)
-    assert published == {g: [int(t in has) for t in range(8)] for g, has in types.items()}
-
-    estimates = pq.read_table(output / "estimates").to_pandas()
-    detailed = estimates[(estimates["level"] == "block") & (estimates["query"] == "detailed")]
-    schema = config.schema
-    hhgq = schema.cell_codes(np.arange(schema.size))[:, schema.axis("hhgq")]
-    zeros = 0
-    for row in detailed.itertuples():
-        live = np.asarray(published[row.geocode])[hhgq] > 0
-        live &= ~schema.structural_zero_mask
-        assert np.all(row.estimates[~live] == 0.0) and np.all(row.variances[~live] == 0.0)
-        assert np.all(row.variances[live] > 0.0)
-        zeros += int((~live).sum())
-    assert zeros > len(detailed) * schema.size // 2  # the premise: most cells are known zeros
+    assert_known_zeros(config, output.parent / "input", output)
 
 
 def test_spark_reads_the_estimates_as_written(spark, finished):

@@ -17,7 +17,7 @@ from das.job.run import run_job
 from das.output.validate import _per_geounit, validate_run
 from das.spec.config import load_config
 from tests.conftest import ROOT
-from tests.helpers import tiny_input, write_input
+from tests.helpers import assert_known_zeros, tiny_input, write_input
 
 pytestmark = pytest.mark.spark
 CONFIG = ROOT / "configs" / "pl94_2020_production.toml"
@@ -201,7 +201,8 @@ def test_a_run_solves_the_hierarchy_of_explicit_codes(spark, tmp_path):
     blocks (children sum to their parent under the file's hierarchy).
 
     The estimate follows the same hierarchy, read from geography/: every query measured
-    at both levels has each block group's estimate equal to the sum of its blocks'.
+    at both levels has each block group's estimate equal to the sum of its blocks', and
+    each block's known zeros hold (its units' rows recoded like its measurements).
     """
     directory = tmp_path / "in"
     write_synthetic_fixture(1500, directory, seed=6, shape=Shape(counties=2))
@@ -239,6 +240,7 @@ def test_a_run_solves_the_hierarchy_of_explicit_codes(spark, tmp_path):
         np.testing.assert_allclose(
             sums.to_numpy(), np.stack(theirs.estimates.to_numpy()), rtol=1e-9, atol=1e-6
         )
+    assert_known_zeros(config, directory, tmp_path / "run")
 
 
 def test_the_validator_counts_totals_by_the_files_codes(spark, config, tmp_path):
