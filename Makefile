@@ -89,9 +89,9 @@ bench-e2e: install
 	$(BIN)/python -m bench.bench_e2e
 
 ## make bench-coverage: coverage of the estimator's 90% intervals over 5 seeds on the RI
-## fixture (built into $(OUT)/coverage; RI=DIR reads another) and a synthetic state of 100
-## counties, and of the occupancy product's (H1) on the RI fixture's units (about 4 min);
-## writes bench/results/coverage.json.
+## fixture (built into $(OUT)/coverage; RI=DIR reads another), 25 on a synthetic state of 100
+## counties, and of the occupancy product's (H1) over 5 on the RI fixture's units (about
+## 8 min); writes bench/results/coverage.json.
 bench-coverage: install
 	$(BIN)/python -m bench.bench_coverage --work $(OUT)/coverage $(if $(RI),--ri $(RI))
 

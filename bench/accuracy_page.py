@@ -15,6 +15,7 @@ import pandas as pd
 
 from bench.accuracy_runs import BLUE, NOISY, OVERRIDES, VARIANTS
 from bench.accuracy_tables import BIAS_LEVEL, Goal, bin_order, mean_mae
+from bench.bench_coverage import seed_list
 from das.confidential.markup import number
 from das.input.describe import markdown_table
 
@@ -304,12 +305,14 @@ def coverage_section(tables: Mapping[str, Any]) -> list[str]:
     rows = [[*map(str, r[:3]), f"{r[3]:,}", *(f"{x:.3f}" for x in r[4:])] for r in coverage["rows"]]
     return [
         f"From `bench/results/coverage.json` (`make bench-coverage`, commit "
-        f"`{(coverage['git_commit'] or 'unknown')[:7]}`, {coverage['timestamp']}, seeds "
-        f"{', '.join(map(str, coverage['seeds']))}): the share of cells whose true answer lies",
-        "in estimate +- 1.6449 sqrt(variance), pooled over seeds (cells of variance 0 left out).",
+        f"`{(coverage['git_commit'] or 'unknown')[:7]}`, {coverage['timestamp']}): the share of",
+        "cells whose true answer lies in estimate +- 1.6449 sqrt(variance), pooled over seeds",
+        "(cells of variance 0 left out). The synthetic state, whose seeds are cheap, runs more:",
+        "a seed gives only about 100 intervals of its county, tract and block-group totals.",
         "",
         *(
-            f"- `{name}`: `{found['config']}` on {found['input']}"
+            f"- `{name}`: `{found['config']}` on {found['input']}, seeds "
+            f"{seed_list(found['seeds'])}"
             for name, found in coverage["inputs"].items()
         ),
         "",

@@ -188,17 +188,20 @@ def test_the_coverage_section_names_each_input_and_its_config():
     found = {
         "git_commit": "3404c68aa",
         "timestamp": "t",
-        "seeds": [1, 2],
         "inputs": {
-            "ri": {"config": "configs/p.toml", "input": "the RI fixture"},
-            "ri_h1": {"config": "configs/h.toml", "input": "the RI fixture's housing units"},
+            "ri": {"config": "configs/p.toml", "input": "the RI fixture", "seeds": [1, 2]},
+            "ri_h1": {
+                "config": "configs/h.toml",
+                "input": "the RI fixture's housing units",
+                "seeds": [1, 2, 3],
+            },
         },
         "rows": [["ri", "total", "tract", 1220, 0.8951, 0.852, 0.922]],
     }
     lines = coverage_section({"coverage": found})
     assert lines[0].startswith("From `bench/results/coverage.json` (`make bench-coverage`, commit ")
-    assert "- `ri`: `configs/p.toml` on the RI fixture" in lines
-    assert "- `ri_h1`: `configs/h.toml` on the RI fixture's housing units" in lines
+    assert "- `ri`: `configs/p.toml` on the RI fixture, seeds 1, 2" in lines
+    assert "- `ri_h1`: `configs/h.toml` on the RI fixture's housing units, seeds 1-3" in lines
     assert "| ri | total | tract | 1,220 | 0.895 | 0.852 | 0.922 |" in "\n".join(lines)
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench.bench_coverage import table_rows
+from bench.bench_coverage import seed_list, table_rows
 
 
 def test_the_table_pools_the_seeds_in_the_queries_and_levels_order():
@@ -23,3 +23,10 @@ def test_the_table_pools_the_seeds_in_the_queries_and_levels_order():
     ]
     assert rows[1][4:] == [0.75, 0.75, 0.75]
     assert rows[2][4:] == pytest.approx([0.8, 0.7, 0.9])
+
+
+def test_a_run_of_consecutive_seeds_is_written_as_a_range():
+    assert seed_list(range(1, 26)) == "1-25"
+    assert seed_list([1, 2, 3, 4, 5]) == "1-5"
+    assert seed_list([1, 2]) == "1, 2"
+    assert seed_list([1, 3, 4]) == "1, 3, 4"
