@@ -182,14 +182,14 @@ def parent_up(basis: Basis, level: LevelData, below: Up, child_parent: np.ndarra
     out: Up = Up(u=[], U=[], w=[], S=[])
     parts = zip(basis.components, level.information, level.b, below.u, below.U, strict=True)
     if below.shared is not None:  # U a row per pair: each times its leaves
-        rows = np.bincount(below.shared.row).astype(np.float64)[:, None, None]
+        leaves = np.bincount(below.shared.row).astype(np.float64)[:, None, None]
         row_starts = child_starts(below.shared.parent, n)
     for c, m, b, uc, Uc in parts:
         w = np.add.reduceat(uc, starts, axis=0)
         if below.shared is None:
             S = np.add.reduceat(Uc, starts, axis=0)
         else:
-            S = np.add.reduceat(Uc * rows, row_starts, axis=0)
+            S = np.add.reduceat(Uc * leaves, row_starts, axis=0)
         a = np.eye(c.d) + S @ m
         out.U.append(_sym(np.linalg.solve(a, S)))
         out.u.append(np.swapaxes(np.linalg.solve(a, np.swapaxes(w + _rows(b, S), 1, 2)), 1, 2))
