@@ -34,6 +34,7 @@ from das.estimate.tree import (
     Invariant,
     LevelData,
     Parts,
+    Shared,
     Up,
     Zeros,
     condition,
@@ -136,7 +137,7 @@ class Subtree:
     geocodes: list[np.ndarray]
     data: list[LevelData]
     invariant: Invariant | None  # its level counted from the subtree's root
-    pairs: np.ndarray | None = None  # merged leaves: each leaf's pair (``merged_leaves``)
+    pairs: Shared | None = None  # merged leaves: each leaf's pair (``merged_leaves``)
 
 
 def measured_levels(
@@ -148,7 +149,7 @@ def measured_levels(
     mask: pa.ChunkedArray | None = None,
     merge_last: bool = False,
     zeros_of: Callable[[np.ndarray], Zeros | None] | None = None,
-) -> tuple[list[LevelAnswers], list[LevelData], np.ndarray | None]:
+) -> tuple[list[LevelAnswers], list[LevelData], Shared | None]:
     """Consecutive ``levels``' measurements (rows of the NMF, those ``mask`` selects),
     each geounit's parent found by its geocode's prefix in the level before (none for
     the first); the last level's known zeros from its geocodes (``zeros_of``). With
@@ -181,15 +182,14 @@ def measured_levels(
 
 def leaf_pairs(
     parent: np.ndarray, given: dict[str, np.ndarray], zeros: Zeros | None
-) -> tuple[np.ndarray, dict[str, np.ndarray], Zeros | None]:
+) -> tuple[Shared, dict[str, np.ndarray], Zeros | None]:
     """Each child's (parent, pattern of zeros) pair, in the order of the parents then the
     patterns (``sharing``); the answers summed per pair; the pairs' zeros."""
     pattern = np.zeros(len(parent), np.int64) if zeros is None else zeros.pattern
-    shared, pair_pattern = sharing(parent, pattern)
-    pairs = shared.row
-    ones = np.ones(len(pairs))
+    pairs, pair_pattern = sharing(parent, pattern)
+    ones = np.ones(len(pairs.row))
     summing = scipy.sparse.csr_array(
-        (ones, (pairs, np.arange(len(pairs)))), (len(pair_pattern), len(pairs))
+        (ones, (pairs.row, np.arange(len(pairs.row)))), (len(pair_pattern), len(pairs.row))
     )
     merged = {name: summing @ a for name, a in given.items()}
     if zeros is not None:
@@ -239,16 +239,14 @@ def merged_leaves(
     leaves, pairs = subtree.data[-1], subtree.pairs
     if leaves.parent is None or pairs is None:  # a subtree of one level: leaves are roots
         return subtree.data, None, subtree.invariant
-    counts = np.bincount(pairs).astype(np.float64)
-    pair_parent = np.empty(len(counts), dtype=np.int64)
-    pair_parent[pairs] = leaves.parent
+    counts = np.bincount(pairs.row).astype(np.float64)
     one = leaf_up(basis, replace(leaves, parent=None))
     merged = Up(u=one.u, U=[U * counts[:, None, None] for U in one.U], w=None, S=None)
     invariant = subtree.invariant
     if invariant is not None and invariant.level == len(subtree.data) - 1:
-        totals = np.bincount(pairs, weights=invariant.totals)
+        totals = np.bincount(pairs.row, weights=invariant.totals)
         merged, invariant = condition(basis, merged, totals), None
-    as_one = LevelData(leaves.name, pair_parent, [], [])
+    as_one = LevelData(leaves.name, pairs.parent, [], [])
     return [*subtree.data[:-1], as_one], merged, invariant
 
 

@@ -108,14 +108,17 @@ def estimate_batches(
     for begin in range(0, len(geocodes), GEOUNITS_PER_BATCH):
         part = slice(begin, begin + GEOUNITS_PER_BATCH)
         x = histograms(basis, [f[part] for f in est.f])
-        rows = np.arange(len(geocodes))[part] if est.shared is None else est.shared[part]
-        distinct, row = np.unique(rows, return_inverse=True)  # each covariance once
-        cov = [F[distinct] for F in est.F]
         found = estimates(basis, config.schema, x, queries)
+        if est.shared is None:
+            cov = [F[part] for F in est.F]
+        else:  # each shared covariance once, its variances then given to each geounit
+            distinct, row = np.unique(est.shared[part], return_inverse=True)
+            cov = [F[distinct] for F in est.F]
         spread = [
-            variance(basis, config.schema, cov, q, p)[row.reshape(-1)]
-            for q, p in zip(queries, plans, strict=True)
+            variance(basis, config.schema, cov, q, p) for q, p in zip(queries, plans, strict=True)
         ]
+        if est.shared is not None:
+            spread = [v[row.reshape(-1)] for v in spread]
         for e, v in zip(found, spread, strict=True):
             exact = v <= floor  # an exact total, a known zero, or a sum of them
             v[exact] = 0.0
