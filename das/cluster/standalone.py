@@ -142,7 +142,11 @@ def master_status(cluster: Cluster, timeout: float = 2.0) -> dict | None:
 
 
 def alive_worker_ports(cluster: Cluster) -> set[int]:
-    status = master_status(cluster) or {}
+    """Ports of the workers the master lists as ALIVE (none while it does not answer)."""
+    return _alive_ports(master_status(cluster) or {})
+
+
+def _alive_ports(status: dict) -> set[int]:
     return {w["port"] for w in status.get("workers", []) if w.get("state") == "ALIVE"}
 
 
@@ -236,8 +240,11 @@ def restart_worker(cluster: Cluster, index: int, timeout: float = 90.0) -> Clust
     _kill_group(cluster.workers[index].pid)
     deadline = time.monotonic() + timeout
     # The master drops a worker when its connection closes; a new one on the same address
-    # is refused until then.
-    while cluster.workers[index].port in alive_worker_ports(cluster):
+    # is refused until then (and exits), so wait for a status page that no longer lists it:
+    # a page that does not answer in time says nothing.
+    while (status := master_status(cluster)) is None or cluster.workers[index].port in (
+        _alive_ports(status)
+    ):
         if time.monotonic() > deadline:
             raise UserError(f"the master still lists worker {index} as alive after its kill")
         time.sleep(0.2)
@@ -249,7 +256,7 @@ def restart_worker(cluster: Cluster, index: int, timeout: float = 90.0) -> Clust
 
 def stop_cluster(cluster: Cluster) -> None:
     """Stop the workers (with their executors), then the master, and remove the state file."""
-    leaders = [p for p in (*(w.pid for w in cluster.workers), cluster.master_pid) if _ours(p)]
+    leaders = [p for p in (*(w.pid for w in cluster.workers), cluster.master_pid) if _alive(p)]
     for pid in leaders:
         _signal_group(pid, signal.SIGTERM)
     deadline = time.monotonic() + 15
@@ -262,24 +269,34 @@ def stop_cluster(cluster: Cluster) -> None:
 
 
 def _ours(pid: int) -> bool:
-    """A pid from the state file is still one of our daemons (pids get reused)."""
-    try:
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return False
-    return b"org.apache.spark.deploy" in cmdline
+    """A pid from the state file is still one of our daemons (pids get reused).
+
+    A daemon reads an empty command line for a moment while it execs (``env`` execs bash,
+    spark-class execs java), as a zombie does; only a zombie's stays empty, so read again.
+    """
+    for _ in range(100):
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+            zombie = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+        except (OSError, IndexError):
+            return False
+        if cmdline or zombie:
+            return b"org.apache.spark.deploy" in cmdline
+        time.sleep(0.01)
+    return False
 
 
 def _alive(pid: int) -> bool:
+    """Daemon ``pid`` is running: a child of this process that has not exited (it is reaped
+    here when it has), or a daemon another process started (``das cluster up`` before
+    ``down``) that is still a Spark daemon."""
     if pid <= 0:
         return False
     try:
-        waited, _ = os.waitpid(pid, os.WNOHANG)  # reap it if it is our exited child
-        if waited == pid:
-            return False
+        waited, _ = os.waitpid(pid, os.WNOHANG)
     except ChildProcessError:
-        pass
-    return _ours(pid)
+        return _ours(pid)
+    return waited == 0
 
 
 def _signal_group(pid: int, sig: signal.Signals) -> None:
@@ -289,7 +306,7 @@ def _signal_group(pid: int, sig: signal.Signals) -> None:
 
 def _kill_group(pid: int) -> None:
     """SIGKILL the process group led by daemon ``pid`` (it and every child it started)."""
-    if pid <= 0 or not _ours(pid):
+    if not _alive(pid):
         return
     _signal_group(pid, signal.SIGKILL)
     deadline = time.monotonic() + 10
