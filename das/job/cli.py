@@ -15,28 +15,21 @@ import logging
 import sys
 import time
 from collections.abc import Sequence
-from importlib import metadata
 from pathlib import Path
 
 from das.errors import InternalError, UserError
 
 log = logging.getLogger("das")
 
-#: The packages whose versions can change a run's output for the same seed.
-RESULT_PACKAGES = ("pyspark", "numpy", "highspy", "numba", "scipy")
-
 
 def version_text() -> str:
-    """das's version, then those of the packages that can change its results."""
-    from das import __version__
+    """das's version and code digest, then the versions of the packages that can change its
+    results: what a run records for ``--resume`` (das.output.software)."""
+    from das.output.software import run_software
 
-    found = []
-    for name in RESULT_PACKAGES:
-        try:
-            found.append(f"{name} {metadata.version(name)}")
-        except metadata.PackageNotFoundError:
-            found.append(f"{name} not installed")
-    return f"das {__version__}\n" + ", ".join(found)
+    found = run_software()
+    das, code = found.pop("das"), found.pop("das_code")
+    return f"das {das} ({code})\n" + ", ".join(f"{name} {v}" for name, v in found.items())
 
 
 class _Version(argparse.Action):

@@ -14,7 +14,7 @@ from fractions import Fraction
 from das.input.files import check_input_files
 from das.job.files import LocalFiles, is_local
 from das.job.preflight import RunPaths, check_apart, check_input_dir, check_new_dir
-from das.job.record import FINGERPRINT_JSON, RUN_JSON
+from das.job.record import FINGERPRINT_JSON, RUN_JSON, SOFTWARE_JSON
 from das.output.certificate import LevelBudget, Privacy, privacy_section
 from das.postprocess.solvers import check_solver
 from das.postprocess.target import level_target
@@ -65,7 +65,7 @@ def outputs(paths: RunPaths, geography: bool | None = None) -> tuple[Output, ...
         *([] if geography is False else [Output(parents, f"{out}/geography/", True)]),
         Output("level checkpoints", f"{out}/levels/<level>/", True),
         Output("certificate", f"{out}/certificate.md, certificate.json", True),
-        Output("run record", f"{out}/{RUN_JSON}", True),
+        Output("run record", f"{out}/{RUN_JSON}, {SOFTWARE_JSON}", True),
         Output("error metrics report", f"{secret}/report.html", False),
         Output("error metrics", f"{secret}/metrics.csv, metrics.json", False),
         Output("input fingerprint", f"{secret}/{FINGERPRINT_JSON}", False),

@@ -1,7 +1,9 @@
 """What a run records of itself so that ``--resume`` can refuse to mix two runs.
 
 ``<output>/run.json`` holds the effective configuration (public: the certificate publishes
-it too). The fingerprint of the input files (each file's name, size and content hash, or
+it too), ``<output>/software.json`` the software that runs it: das's version and code digest
+and the versions of the packages that can change its output (das.output.software). The
+fingerprint of the input files (each file's name, size and content hash, or
 what Hadoop reports of it) goes to ``<confidential>/input_fingerprint.json``: sizes and
 hashes are functions of the confidential input, so they stay out of the public output.
 """
@@ -16,10 +18,12 @@ from pyspark.sql import SparkSession
 from das.errors import UserError
 from das.input.files import geography_path
 from das.job.files import Facts, Files
+from das.output.software import run_software
 from das.spark import storage
 from das.spec.config import Config
 
 RUN_JSON = "run.json"
+SOFTWARE_JSON = "software.json"
 FINGERPRINT_JSON = "input_fingerprint.json"
 
 #: Input files by name relative to ``--input`` ("persons.parquet/part-0.parquet").
@@ -62,11 +66,13 @@ def input_fingerprint(files: Files, input_dir: str, config: Config) -> Fingerpri
 def write_record(
     spark: SparkSession, config: Config, output: str, confidential: str, fingerprint: Fingerprint
 ) -> None:
-    """The fingerprint first: a run killed in between leaves no run.json to resume."""
+    """The fingerprint and the software first: a run killed in between leaves no run.json
+    to resume."""
     storage.mkdirs(spark, confidential)
     text = json.dumps(fingerprint, indent=1, sort_keys=True)
     storage.write_text(spark, join(confidential, FINGERPRINT_JSON), text)
     storage.mkdirs(spark, output)
+    storage.write_text(spark, join(output, SOFTWARE_JSON), json.dumps(run_software(), indent=2))
     storage.write_text(spark, join(output, RUN_JSON), config_text(config))
 
 
@@ -76,7 +82,7 @@ def check_resumable(
     place: tuple[str, str, str],
     files: tuple[Files, Files],
 ) -> None:
-    """Refuse to resume the run in ``output`` with another configuration or input.
+    """Refuse to resume the run in ``output`` with another configuration, software or input.
 
     ``place`` is (input, output, confidential); ``files`` the file systems of the last two.
     """
@@ -91,6 +97,7 @@ def check_resumable(
             f"--resume: the configuration differs from the one {output} was started with "
             f"({'; '.join(changed)}); resume with the same config, overrides and seed"
         )
+    check_same_software(output, output_files)
     stored = join(confidential, FINGERPRINT_JSON)
     if confidential_files.kind(stored) != "file":
         raise UserError(
@@ -103,6 +110,25 @@ def check_resumable(
         raise UserError(
             f"--resume: the input in {input_dir} differs from the one {output} was started "
             f"with ({differs}); resume with the same input, or start a new run"
+        )
+
+
+def check_same_software(output: str, files: Files) -> None:
+    """A resumed run keeps the stages already written: refuse other code or packages, whose
+    output would be mixed with theirs in one release."""
+    stored = join(output, SOFTWARE_JSON)
+    if files.kind(stored) != "file":
+        raise UserError(
+            f"--resume: {output} records no software it was started with (no {SOFTWARE_JSON}, "
+            "which das writes with run.json; an older das did not), so its finished stages may "
+            "be another program's; start a new run"
+        )
+    changed = config_differences(read_json(files, stored), run_software())
+    if changed:
+        raise UserError(
+            f"--resume: the run in {output} was started by other software "
+            f"({'; '.join(changed)}); resume with the software it was started with (its "
+            f"{SOFTWARE_JSON}), or start a new run"
         )
 
 

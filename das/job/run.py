@@ -3,6 +3,7 @@
 Output layout under ``--output`` (public):
 
 - ``run.json``          the effective configuration; ``--resume`` refuses a different one
+- ``software.json``     das's code digest and the result packages' versions; likewise
 - ``nmf/``              noisy measurement file
 - ``invariants/``       the totals held exact (where configured), each block's unit types
 - ``estimates/``        the BLUE of every measured query at every geounit, with variances

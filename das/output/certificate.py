@@ -22,7 +22,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from fractions import Fraction
-from importlib import metadata
 from typing import Any
 
 from pyspark.sql import SparkSession
@@ -30,6 +29,7 @@ from pyspark.sql import functions as F
 
 from das.input.read import LevelHistograms
 from das.output.guarantee import Guarantee, guarantee
+from das.output.software import code_digest, package_version
 from das.postprocess.report import LevelReport
 from das.privacy.accounting import bun_steinke_epsilon, cks_epsilon
 from das.spark.marks import TEST_WARNING, RunMode
@@ -168,7 +168,8 @@ class Timings:
 
 @dataclass(frozen=True)
 class Software:
-    """Python's version and each package's (``not installed`` for a missing one)."""
+    """Python's version and each package's (``not installed`` for a missing one), and
+    das's code digest (das.output.software)."""
 
     versions: tuple[tuple[str, str], ...]
 
@@ -264,12 +265,12 @@ def records_section(
 
 
 def versions() -> Software:
+    """Python's version, then each package's; das's code digest after das's version."""
     found = [("python", platform.python_version())]
     for name in PACKAGES:
-        try:
-            found.append((name, metadata.version(name)))
-        except metadata.PackageNotFoundError:
-            found.append((name, "not installed"))
+        found.append((name, package_version(name)))
+        if name == "das":
+            found.append(("das_code", code_digest()))
     return Software(tuple(found))
 
 

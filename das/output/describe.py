@@ -94,7 +94,8 @@ CERTIFICATE_FIELDS = {
     "held_exact.note": 'what "held exact" means',
     "held_exact.invariants": "the input's facts released exactly (outside the guarantee)",
     "held_exact.structural_constraints": "the constraints every output meets exactly",
-    "software.<package>": "the version of Python and of each package that ran",
+    "software.<package>": "the version of Python and of each package that ran; "
+    "`das_code`: the SHA-256 of das's files (its code and shipped schemas)",
     "records.output_records": "rows of the MDF",
     "records.input_records": "rows of the input's records, only where their total is "
     "invariant (it then equals the MDF's)",
@@ -142,6 +143,8 @@ CONFIDENTIAL_FILES = {
 
 _PUBLIC = (
     ("`run.json`", "the effective configuration (without `[spark]`), which `--resume` must match"),
+    ("`software.json`", "das's version and code digest (SHA-256 of the package's files) and the "
+     "versions of the packages that can change the output, which `--resume` must match"),
     ("`nmf/`", "the noisy measurement file: every query at every geounit, with its variance"),
     ("`invariants/`", "the totals held exact (`strategy.invariants`): one row per geounit of "
      "each level where the total is exact; and which unit types each block has"),

@@ -21,9 +21,16 @@ from _pytest.mark import ParameterSet
 
 from das.errors import InternalError, UserError
 from das.job import run
-from das.job.cli import RESULT_PACKAGES, main, parser
+from das.job.cli import main, parser
 from das.job.files import LocalFiles
-from das.job.record import FINGERPRINT_JSON, RUN_JSON, config_text, input_fingerprint
+from das.job.record import (
+    FINGERPRINT_JSON,
+    RUN_JSON,
+    SOFTWARE_JSON,
+    config_text,
+    input_fingerprint,
+)
+from das.output.software import RESULT_PACKAGES, code_digest, run_software
 from das.spark import session
 from das.spark.marks import RunMode
 from das.spec.config import load_config
@@ -73,6 +80,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Path:
     config = load_config(DEMO, seed=1)
     (tmp_path / "run").mkdir()
     (tmp_path / "run" / RUN_JSON).write_text(config_text(config))
+    (tmp_path / "run" / SOFTWARE_JSON).write_text(json.dumps(run_software()))
     (tmp_path / "run-confidential").mkdir()
     fingerprint = input_fingerprint(LocalFiles(), str(tmp_path / "in"), config)
     (tmp_path / "run-confidential" / FINGERPRINT_JSON).write_text(json.dumps(fingerprint))
@@ -319,10 +327,11 @@ def test_the_notes_of_a_failed_run_are_printed(world, monkeypatch, capsys, error
 
 
 # ---- conventions: --version, -v/-q anywhere, --conf, --dry-run, jobs/topdown.py -------------
-def test_version_names_das_and_the_packages_that_change_results(capsys):
+def test_version_names_das_its_code_and_the_packages_that_change_results(capsys):
     assert exit_code(lambda: main(["--version"])) == 0
     first, second = capsys.readouterr().out.splitlines()
-    assert first == f"das {metadata.version('das')}"
+    assert first == f"das {metadata.version('das')} ({code_digest()})"
+    assert re.fullmatch(r"das \S+ \(sha256:[0-9a-f]{64}\)", first)
     assert second == ", ".join(f"{p} {metadata.version(p)}" for p in RESULT_PACKAGES)
     assert RESULT_PACKAGES == ("pyspark", "numpy", "highspy", "numba", "scipy")
 

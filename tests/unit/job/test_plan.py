@@ -86,7 +86,7 @@ def test_the_plan_states_the_certificates_epsilon_noise_and_outputs():
         "/data/out/geography/",
         "/data/out/levels/<level>/",
         "/data/out/certificate.md,",
-        "/data/out/run.json",
+        "/data/out/run.json,",
     }
 
 

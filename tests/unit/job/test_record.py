@@ -14,12 +14,14 @@ from das.job.files import LocalFiles
 from das.job.record import (
     FINGERPRINT_JSON,
     RUN_JSON,
+    SOFTWARE_JSON,
     check_resumable,
     config_differences,
     config_text,
     input_differences,
     input_fingerprint,
 )
+from das.output.software import run_software
 from das.spec.config import load_config
 from tests.conftest import ROOT
 from tests.helpers import tiny_input, write_input
@@ -64,6 +66,7 @@ def _started(tmp_path: Path, seed: int = 1) -> tuple[Path, Path, Path]:
     output.mkdir()
     secret.mkdir()
     (output / RUN_JSON).write_text(config_text(config))
+    (output / SOFTWARE_JSON).write_text(json.dumps(run_software()))
     fingerprint = input_fingerprint(LocalFiles(), str(input_dir), config)
     (secret / FINGERPRINT_JSON).write_text(json.dumps(fingerprint))
     return input_dir, output, secret
@@ -133,4 +136,33 @@ def test_resume_needs_run_json_and_the_fingerprint(tmp_path: Path):
     with pytest.raises(
         UserError, match=r"^--resume: .*/run holds no run to resume \(no run.json\)$"
     ):
+        _resume(input_dir, output, secret)
+
+
+def test_a_run_started_by_other_software_is_refused_with_what_changed(tmp_path: Path):
+    """A resumed run keeps its finished stages: another das (same version number, other
+    code) or another numpy would write the rest of the release."""
+    input_dir, output, secret = _started(tmp_path)
+    software = run_software()
+    started = software | {"das_code": "sha256:" + "0" * 64, "numpy": "1.0"}
+    (output / SOFTWARE_JSON).write_text(json.dumps(started))
+    message = (
+        rf'^--resume: the run in .*/run was started by other software \(das_code was '
+        rf'"sha256:0{{64}}", now "{software["das_code"]}"; numpy was "1.0", now '
+        rf'"{software["numpy"]}"\); resume with the software it was started with \(its '
+        r"software.json\), or start a new run$"
+    )
+    with pytest.raises(UserError, match=message):
+        _resume(input_dir, output, secret)
+
+
+def test_a_run_that_records_no_software_is_refused(tmp_path: Path):
+    input_dir, output, secret = _started(tmp_path)
+    (output / SOFTWARE_JSON).unlink()
+    message = (
+        r"^--resume: .*/run records no software it was started with \(no software.json, "
+        r"which das writes with run.json; an older das did not\), so its finished stages may "
+        r"be another program's; start a new run$"
+    )
+    with pytest.raises(UserError, match=message):
         _resume(input_dir, output, secret)

@@ -12,6 +12,7 @@ from das.output.certificate import (
     records_section,
     render_markdown,
 )
+from das.output.software import code_digest
 from das.postprocess.report import LevelReport
 from das.spark.marks import TEST_WARNING
 from das.spec.config import load_config
@@ -108,7 +109,9 @@ def test_json_keeps_its_keys_order_and_values():
         ],
     }
     assert data["timings_seconds"] == {"read": 1.0, "solve us": 0.05}
-    assert next(iter(data["software"])) == "python"
+    software = list(data["software"])
+    assert software[:3] == ["python", "das", "das_code"]
+    assert data["software"]["das_code"] == code_digest()
     state = data["privacy"]["levels"]["state"]
     assert list(state) == ["rho", "queries"]
     assert all(list(q) == ["rho", "sigma2"] for q in state["queries"].values())

@@ -13,7 +13,7 @@ from das.confidential import report
 from das.confidential.error_sums import KEYS, SUMS
 from das.confidential.summary import summarise
 from das.confidential.tables import MEASUREMENT_ERRORS
-from das.job.record import FINGERPRINT_JSON, RUN_JSON
+from das.job.record import FINGERPRINT_JSON, RUN_JSON, SOFTWARE_JSON
 from das.output import describe
 from das.output.certificate import Records, build_certificate, write_certificate
 from das.output.microdata import microdata_schema
@@ -95,7 +95,7 @@ def test_the_files_the_page_names_are_those_written(monkeypatch: pytest.MonkeyPa
     page = describe.render()
     public = [n.removeprefix("o/") for n in names if n.startswith("o/")]
     assert public == ["certificate.json", "certificate.md"]
-    for name in (*public, RUN_JSON, checkpoint_path("", "<level>").lstrip("/") + "/"):
+    for name in (*public, RUN_JSON, SOFTWARE_JSON, checkpoint_path("", "<level>").lstrip("/") + "/"):
         assert f"`{name}`" in page
 
 
