@@ -3,9 +3,9 @@
 ``<output>/run.json`` holds the effective configuration (public: the certificate publishes
 it too), ``<output>/software.json`` the software that runs it: das's version and code digest
 and the versions of the packages that can change its output (das.output.software). The
-fingerprint of the input files (each file's name, size and content hash, or
-what Hadoop reports of it) goes to ``<confidential>/input_fingerprint.json``: sizes and
-hashes are functions of the confidential input, so they stay out of the public output.
+fingerprint of the input files (each file's name, size and content hash, or what Hadoop
+reports of it) goes to ``<confidential>/input_fingerprint.json``: sizes and hashes are
+functions of the confidential input, so they stay out of the public output.
 """
 
 from __future__ import annotations
