@@ -29,18 +29,17 @@ PACKAGE = Path(__file__).resolve().parents[1]
 def code_digest(root: Path = PACKAGE) -> str:
     """``sha256:<hex>`` of every code and data file under ``root``, by relative path and
     content: the same for a checkout and for the wheel built from it."""
-    digest = hashlib.sha256()
-    paths = sorted(
-        path
+    files = {
+        path.relative_to(root).as_posix(): path
         for path in root.rglob("*")
         if path.suffix in CODE_SUFFIXES
         and path.is_file()
         and "__pycache__" not in path.relative_to(root).parts
-    )
-    for path in paths:
-        name = path.relative_to(root).as_posix().encode()
-        data = path.read_bytes()
-        digest.update(b"%d:%s%d:" % (len(name), name, len(data)))
+    }
+    digest = hashlib.sha256()
+    for name in sorted(files):  # by the names' text: the same order on every machine
+        data = files[name].read_bytes()
+        digest.update(b"%d:%s%d:" % (len(name.encode()), name.encode(), len(data)))
         digest.update(data)
     return f"sha256:{digest.hexdigest()}"
 
