@@ -3,8 +3,8 @@
 Run as ``python -m bench.bench_optimize [--instances N] [--reference M]``. Builds N
 block-group-like parents (10-60 block children, 100-500 live cells of the persons schema,
 the ten non-total queries of the 2020 strategy with block-level weights, child totals
-fixed as after the total pass), solves each with ``das.postprocess.parent.solve_parent`` and the
-first M also with ``das.postprocess.reference`` (cvxpy + Clarabel for L2, cvxpy + HiGHS for the
+fixed as after the total pass), solves each with ``das.solve.parent.solve_parent`` and the
+first M also with ``das.solve.reference`` (cvxpy + Clarabel for L2, cvxpy + HiGHS for the
 rounding MILP), instance by instance in the same process, so load on a shared machine hits
 both alike. Prints a table and writes bench/results/optimize.json.
 
@@ -27,9 +27,9 @@ from typing import Any
 import numpy as np
 
 from bench.common import print_table, write_results
-from das.postprocess.parent import ParentProblem, round_l2, solve_parent
-from das.postprocess.reference import solve_parent_reference
-from tests.unit.postprocess.instances import Instance, parent_instance
+from das.solve.parent import ParentProblem, round_l2, solve_parent
+from das.solve.reference import solve_parent_reference
+from tests.unit.solve.instances import Instance, parent_instance
 
 #: 2020 production persons rho and the block level's share: the children here are blocks.
 BLOCK_RHO = 2.556 * 165 / 4099
@@ -181,7 +181,7 @@ def _progress(i: int, record: dict[str, Any]) -> str:
 
 def _print_summary(f: dict[str, Any], count: int, with_reference: int) -> None:
     rows = [
-        ["structured (das.postprocess.parent), all", count, f["fast_seconds_median"],
+        ["structured (das.solve.parent), all", count, f["fast_seconds_median"],
          f["fast_seconds_p90"], f["fast_l2_seconds_median"], f["fast_rounding_seconds_median"]],
         ["structured, same as reference", with_reference,
          f["fast_seconds_median_same_instances"], None, None, None],

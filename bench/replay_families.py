@@ -9,7 +9,7 @@ before/after figures of docs/performance.md come from this.
 ``capture`` rebuilds exactly the rows the level's Spark tasks saw for a random sample of its
 parents (the children's noisy answers, units and totals, and the parent's protected counts;
 as ``bench.profile_family`` does for the costliest ones) and pickles them. ``replay`` runs
-``das.postprocess.family.family_rows`` on each, with single-threaded BLAS as in Spark's workers,
+``das.postprocess.rows.family_rows`` on each, with single-threaded BLAS as in Spark's workers,
 prints the total seconds of each repeat (the minimum is the figure to compare) and can save
 the counts or compare them with saved ones: a change meant to be exact must give identical
 counts on every family.
@@ -56,7 +56,8 @@ def capture(args: argparse.Namespace) -> None:
 
 
 def replay(args: argparse.Namespace) -> None:
-    from das.postprocess.family import family_rows, level_plan
+    from das.postprocess.rows import family_rows
+    from das.solve.plan import level_plan
     from das.spec.config import load_config
 
     with open(args.file, "rb") as handle:

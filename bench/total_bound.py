@@ -5,7 +5,7 @@
 The tree-wide best linear unbiased estimate of the total with the known zeros left out
 (structural zeros, facility types without a unit: ``das.postprocess.below``) and the
 state totals exact, in numpy: bottom-up (each geounit's own combination of its queries'
-sums, ``family.combined_information``, with its children's, ``family.subtree_combination``), then
+sums, ``das.solve.totals.combined_information``, with its children's, ``das.solve.totals.subtree_combination``), then
 top-down. Its variance F per geounit gives the expected MAE of that estimate,
 mean(sqrt(2 F / pi)) (a normal error), which no linear unbiased use of these measurements
 beats; the protected output can, a little, with what is not linear (the parent's zeros,
@@ -22,14 +22,9 @@ import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 
-from das.postprocess.family import (
-    LevelPlan,
-    allowed_cells,
-    combined_information,
-    facility_bounds,
-    level_plan,
-    subtree_combination,
-)
+from das.solve.family import allowed_cells, facility_bounds
+from das.solve.plan import LevelPlan, level_plan
+from das.solve.totals import combined_information, subtree_combination
 from das.spec.config import load_config
 
 Z90 = 1.6448536269514722

@@ -28,6 +28,7 @@ STAGES: tuple[tuple[str, ...], ...] = (
     ("input",),
     ("privacy",),
     ("estimate",),
+    ("solve",),
     ("postprocess",),
     ("output",),
     ("confidential",),
@@ -39,7 +40,7 @@ MAX_MODULE_LINES = 500
 
 @dataclass(frozen=True)
 class Module:
-    name: str  # dotted, e.g. das.postprocess.rounding
+    name: str  # dotted, e.g. das.solve.rounding
     path: Path
     lines: int
     imports: frozenset[str]  # modules of das it imports, dotted

@@ -16,8 +16,8 @@ from das.job.files import LocalFiles, is_local
 from das.job.preflight import RunPaths, check_apart, check_input_dir, check_new_dir
 from das.job.record import FINGERPRINT_JSON, RUN_JSON, SOFTWARE_JSON
 from das.output.certificate import LevelBudget, Privacy, privacy_section
-from das.postprocess.solvers import check_solver
-from das.postprocess.target import level_target
+from das.solve.solvers import check_solver
+from das.solve.target import level_target
 from das.spec.config import Config
 
 

@@ -55,9 +55,9 @@ from das.output.validate import validate_run
 from das.postprocess.below import below_totals, total_pass_levels
 from das.postprocess.levels import level_done, solve_and_checkpoint, with_blue
 from das.postprocess.report import LevelReport
-from das.postprocess.solvers import check_solver
 from das.privacy.generator import Rng, secure_rng, seeded_rng
 from das.privacy.measure import nmf_complete, read_nmf, write_nmf
+from das.solve.solvers import check_solver
 from das.spark.marks import RunMode
 from das.spark.session import SparkSetting, spark_session
 from das.spec.config import Config

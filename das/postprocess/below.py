@@ -37,18 +37,9 @@ from pyspark.sql.pandas.types import from_arrow_schema
 
 from das.input.contract import UNIT_TYPES
 from das.input.read import LevelHistograms, with_parent
-from das.postprocess.family import (
-    BELOW,
-    BELOW_VARIANCE,
-    LevelPlan,
-    allowed_cells,
-    facility_bounds,
-    level_plan,
-    live_rows,
-    partitions,
-    query_share,
-    subtree_combination,
-)
+from das.solve.family import BELOW, BELOW_VARIANCE, allowed_cells, facility_bounds
+from das.solve.plan import LevelPlan, level_plan
+from das.solve.totals import live_rows, partitions, query_share, subtree_combination
 from das.spark.storage import arrow_files, level_batches
 from das.spec.config import Config
 from das.spec.geography import Level
@@ -92,7 +83,7 @@ def live_cells(plan: LevelPlan, masks: np.ndarray) -> np.ndarray:
 
 
 def row_shares(plan: LevelPlan, batch: pa.RecordBatch) -> pa.RecordBatch:
-    """Each NMF row's part of its geounit's own combination (``family.combined_information``
+    """Each NMF row's part of its geounit's own combination (``das.solve.totals.combined_information``
     without the parent's zeros): weight w_q / (live rows) and that weight times the sum of
     the live rows' noisy answers; queries that do not partition the cells give 0."""
     n = batch.num_rows

@@ -29,9 +29,9 @@ from pyspark.sql.pandas.types import from_arrow_schema
 from das.errors import InternalError
 from das.estimate.exchange import Exchanged, group_rows
 from das.estimate.subtree import MEASURED
-from das.postprocess.family import SOLUTION_ARROW, family_table
+from das.postprocess.rows import SOLUTION_ARROW, family_table
 
-log = logging.getLogger("das.topdown")
+log = logging.getLogger("das.postprocess")
 
 GROUP = "_group"
 

@@ -5,7 +5,7 @@ disk) and, with ``postprocess.target = "blue"``, their BLUE (``estimates/``), th
 already-protected histogram, and the invariants (unit counts per geounit, and the true
 totals at the levels where the configuration holds them exact).
 Per-parent problems are solved on the executors (children grouped by parent and joined
-with the parent's solution, each family solved by ``das.postprocess.family``); each level's
+with the parent's solution, each family solved by ``das.solve.family``); each level's
 result is checkpointed to Parquet before the next level starts, so a run can resume from
 the last finished level.
 """
@@ -26,23 +26,18 @@ from pyspark.sql.pandas.types import from_arrow_schema
 from das.errors import UserError
 from das.estimate.exchange import Exchanged
 from das.input.read import LevelHistograms, with_parent
-from das.postprocess.family import (
-    SOLUTION_ARROW,
-    LevelPlan,
-    family_rows,
-    family_table,
-    level_plan,
-)
 from das.postprocess.from_files import by_files, covers
 from das.postprocess.report import LevelReport
-from das.postprocess.target import ESTIMATE_SUFFIX, VARIANCE_SUFFIX, target_names
+from das.postprocess.rows import SOLUTION_ARROW, family_rows, family_table
 from das.privacy.measure import level_measurements
+from das.solve.plan import LevelPlan, level_plan
+from das.solve.target import ESTIMATE_SUFFIX, VARIANCE_SUFFIX, target_names
 from das.spark.marks import RunMode
 from das.spark.storage import exists
 from das.spec.config import Config
 from das.spec.geography import Level
 
-log = logging.getLogger("das.topdown")
+log = logging.getLogger("das.postprocess")
 
 #: The checkpoint rows (``SOLUTION_ARROW``) as Spark's schema.
 SOLUTION_SCHEMA = from_arrow_schema(SOLUTION_ARROW)

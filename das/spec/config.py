@@ -75,7 +75,7 @@ class StrategySection(_Section):
 
 
 class PostprocessSection(_Section):
-    #: A name in das.postprocess.solvers.SOLVERS; the job refuses any other before Spark starts.
+    #: A name in das.solve.solvers.SOLVERS; the job refuses any other before Spark starts.
     solver: str = "structured"
     failsafe: bool = True
     #: The ``total``-only pass fits each child's total to the inverse-variance combination of
@@ -90,7 +90,7 @@ class PostprocessSection(_Section):
     target: Literal["blue", "measurements"] = "measurements"
     #: Accept an integer rounding within this relative L1 gap of the proven bound (0: optimum).
     mip_gap: float = Field(default=1e-3, ge=0.0, le=1.0)
-    #: Guard (seconds) per rounding MIP; the MIPs stop on node limits (see das.rounding).
+    #: Guard (seconds) per rounding MIP; the MIPs stop on node limits (das.solve.rounding).
     mip_time_limit: float = Field(default=120.0, gt=0.0)
 
 

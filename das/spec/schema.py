@@ -114,7 +114,7 @@ class Grouping:
 
 def query_rows(matrix: sp.csr_matrix) -> np.ndarray:
     """Row of every column of a CSR matrix with exactly one entry per column: a query
-    matrix (every query partitions the cells), or a fixed query's (``das.postprocess.compact``).
+    matrix (every query partitions the cells), or a fixed query's (``das.solve.compact``).
 
     Read from the CSR structure directly: a conversion to CSC cost more than the rest of
     the lookup, and the solver runs it for every query of every parent.

@@ -13,14 +13,10 @@ from das.input.read import read_histograms
 from das.job.run import run_job
 from das.output.validate import validate_run
 from das.postprocess.below import below_totals, own_totals, own_totals_by_files, total_pass_levels
-from das.postprocess.family import (
-    allowed_cells,
-    combined_information,
-    facility_bounds,
-    level_plan,
-    with_below,
-)
 from das.privacy.measure import read_nmf
+from das.solve.family import allowed_cells, facility_bounds
+from das.solve.plan import level_plan
+from das.solve.totals import combined_information, with_below
 from das.spark.storage import arrow_files
 from tests.helpers import demo_config
 

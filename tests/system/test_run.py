@@ -21,7 +21,7 @@ from das.job.cli import main
 from das.job.run import run_job
 from das.output.microdata import read_microdata
 from das.output.validate import validate_run
-from das.postprocess import levels as topdown
+from das.postprocess import levels
 from das.postprocess.levels import SOLUTION_SCHEMA, _report
 from das.spec.config import load_config
 from tests.conftest import ROOT, SHARED_DATA
@@ -165,18 +165,18 @@ def test_same_seed_same_mdf_whichever_way_the_families_meet(
     SIZE_ORDER_MAX_PARENTS 0, the levels whose parents lie within the estimate's subtrees
     (every level here) read their answers from the estimate's files, which are gone after
     the run; and with those files unused, every level hash-partitions them."""
-    monkeypatch.setattr(topdown, "SIZE_ORDER_MAX_PARENTS", 0)
+    monkeypatch.setattr(levels, "SIZE_ORDER_MAX_PARENTS", 0)
     config = demo_config("spark.shuffle_partitions=1")
-    with caplog.at_level(logging.INFO, logger="das.topdown"):
+    with caplog.at_level(logging.INFO, logger="das.postprocess"):
         run_job(config, str(demo_input), str(tmp_path / "files"), spark=spark)
     assert "solve block: the noisy answers from the estimate's files" in caplog.text
     assert not [p.name for p in (tmp_path / "files" / "estimates").iterdir() if p.name[0] == "."]
     assert _mdf_digest(tmp_path / "files") == _mdf_digest(demo_run)
     assert _mdf_digest(demo_run)  # not vacuous
 
-    monkeypatch.setattr(topdown, "covers", lambda exchanged, parent_index: False)
+    monkeypatch.setattr(levels, "covers", lambda exchanged, parent_index: False)
     caplog.clear()
-    with caplog.at_level(logging.INFO, logger="das.topdown"):
+    with caplog.at_level(logging.INFO, logger="das.postprocess"):
         run_job(config, str(demo_input), str(tmp_path / "hash"), spark=spark)
     assert "from the estimate's files" not in caplog.text
     assert _mdf_digest(tmp_path / "hash") == _mdf_digest(demo_run)

@@ -24,7 +24,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from das.errors import InternalError
-from das.postprocess.highs import LinearProgram, solve_highs
+from das.solve.highs import LinearProgram, solve_highs
 
 __all__ = ["GqSolution", "solve_gq", "variability"]
 

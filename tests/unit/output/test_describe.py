@@ -17,9 +17,9 @@ from das.job.record import FINGERPRINT_JSON, RUN_JSON, SOFTWARE_JSON
 from das.output import describe
 from das.output.certificate import Records, build_certificate, write_certificate
 from das.output.microdata import microdata_schema
-from das.postprocess.family import SOLUTION_ARROW
 from das.postprocess.levels import checkpoint_path
 from das.postprocess.report import LevelReport
+from das.postprocess.rows import SOLUTION_ARROW
 from das.privacy.measure import NMF_SCHEMA
 from das.spark import storage
 from das.spec.config import load_config

@@ -10,14 +10,9 @@ import pyarrow as pa
 import pytest
 
 from das.postprocess.below import live_cells, row_shares
-from das.postprocess.family import (
-    allowed_cells,
-    combined_information,
-    facility_bounds,
-    level_plan,
-    solve_family,
-    with_below,
-)
+from das.solve.family import allowed_cells, facility_bounds, solve_family
+from das.solve.plan import level_plan
+from das.solve.totals import combined_information, with_below
 from das.spec.config import load_config
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -6,8 +6,8 @@ from __future__ import annotations
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
 
-from das.postprocess.family import SOLUTION_ARROW
 from das.postprocess.levels import SOLUTION_SCHEMA
+from das.postprocess.rows import SOLUTION_ARROW
 
 
 def test_the_checkpoint_schema_is_the_family_rows_schema():

@@ -1,0 +1,54 @@
+"""What the solver needs to know about one level: its queries, their weights, the passes
+and the constraints the configuration chooses, all of it small and picklable so that a
+Spark task (or a notebook) can solve a family with it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from das.solve.target import level_target
+from das.spec.config import Config
+from das.spec.schema import Query, Schema
+
+
+@dataclass(frozen=True)
+class LevelPlan:
+    """What the solver needs to know about one level, all of it small and picklable."""
+
+    level: str
+    queries: tuple[Query, ...]
+    weights: dict[str, float]
+    passes: tuple[tuple[str, ...], ...]
+    totals_invariant: bool
+    schema: Schema
+    failsafe: bool
+    combine_totals: bool
+    #: "blue": the passes after the total pass fit the children's BLUE; "measurements": every
+    #: pass fits their noisy answers (the leaf level always: das.solve.target).
+    target: str
+    solver: str  # a name in das.solve.solvers.SOLVERS
+    mip_gap: float
+    mip_time_limit: float
+
+
+def level_plan(config: Config, level: str) -> LevelPlan:
+    queries = config.queries[level]
+    measured = {q.name for q in queries}
+    inv = config.total_invariant_level
+    geo = config.geography
+    return LevelPlan(
+        level=level,
+        queries=queries,
+        weights={q.name: float(1 / config.budget.sigma2(level, q.name)) for q in queries},
+        passes=tuple(
+            p for p in (tuple(q for q in ps if q in measured) for ps in config.passes) if p
+        ),
+        totals_invariant=inv is not None and geo.index(level) <= geo.index(inv),
+        schema=config.schema,
+        failsafe=config.file.postprocess.failsafe,
+        combine_totals=config.file.postprocess.combine_totals,
+        target=level_target(config, level),
+        solver=config.file.postprocess.solver,
+        mip_gap=config.file.postprocess.mip_gap,
+        mip_time_limit=config.file.postprocess.mip_time_limit,
+    )
