@@ -25,12 +25,13 @@ import pyarrow.compute as pc
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from das.input.read import geocode_of, read_histograms
+from das.input.read import read_histograms
 from das.postprocess.below import below_totals
 from das.postprocess.levels import SOLUTION_SCHEMA, checkpoint_path, children_frame, with_blue
 from das.postprocess.rows import family_rows
-from das.privacy.measure import read_nmf
+from das.privacy.nmf import read_nmf
 from das.solve.plan import level_plan
+from das.spark.geocodes import geocode_of
 from das.spark.session import spark_session
 from das.spec.config import Config, load_config
 from das.spec.geography import Level

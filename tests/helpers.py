@@ -132,18 +132,22 @@ def topdown_command(master: str, *spark_conf: str) -> list[str]:
 
 
 def assert_known_zeros(config: Config, input_dir: Path, output: Path) -> None:
-    """invariants/ publishes which unit types each block has (as the input's units table
-    says: none for a block without units); in estimates/, a block's cells of a type it has
-    none of, and of the structural zero (no one under 18 in a nursing facility), are 0
-    with variance 0, and every other cell is measured. Most cells are such zeros."""
+    """invariants/ publishes each block's units as the input's units table has them
+    (whether it has a housing unit, then its occupied facilities of each type; zeros for a
+    block without units); in estimates/, a block's cells of a type it has none of, and of
+    the structural zero (no one under 18 in a nursing facility), are 0 with variance 0,
+    and every other cell is measured. Most cells are such zeros."""
     units = pd.read_parquet(input_dir / "units.parquet")
     invariants = pq.read_table(output / "invariants").to_pandas()
     rows = invariants[invariants["query"] == "units"]
     assert set(rows["level"]) == {"block"}
     published = {g: list(v) for g, v in zip(rows["geocode"], rows["values"], strict=True)}
-    types = units.groupby("geoid")["gqtype"].agg(set)
-    assert set(types.index) <= set(published)
-    expected = {g: [int(t in types.get(g, set())) for t in range(8)] for g in published}
+    counted = units[(units["gqtype"] == 0) | units["occupied"].astype(bool)]
+    per_type = counted.groupby(["geoid", "gqtype"]).size()
+    assert set(units["geoid"]) <= set(published)
+    expected = {g: [int(per_type.get((g, t), 0)) for t in range(8)] for g in published}
+    for values in expected.values():
+        values[0] = int(values[0] > 0)  # whether there is a housing unit, not how many
     assert published == expected
 
     estimates = pq.read_table(output / "estimates").to_pandas()

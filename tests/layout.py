@@ -37,6 +37,18 @@ STAGES: tuple[tuple[str, ...], ...] = (
 )
 MAX_MODULE_LINES = 500
 
+# Privacy by construction: the stages after measurement see only public files (the NMF,
+# estimates/, invariants/, geography/), never a confidential frame. None of their modules
+# may reach, through any chain of imports, a module that reads or holds the input: every
+# module of das.input but the contract (a description of the tables: names and codes,
+# no data), the measurement (das.privacy.measure, which takes the histograms) and
+# das.confidential (the metrics, the audit and the validator's checks against the input,
+# das.confidential.validation). Where they need the input's facts, the job has published
+# them (das.input.publish).
+PUBLIC_STAGES = ("estimate", "solve", "postprocess", "output")
+INPUT_DESCRIPTIONS = frozenset({"das.input", "das.input.contract"})
+NO_SPARK_STAGES = ("solve",)  # the solver library runs in a notebook as in a Spark task
+
 
 @dataclass(frozen=True)
 class Module:
@@ -165,6 +177,64 @@ def unplaced(found: Mapping[str, Module]) -> list[str]:
     return sorted(name for name in found if stage_of(name) == -1)
 
 
+def holds_input(name: str) -> bool:
+    """Whether module ``name`` reads or holds the confidential input (see PUBLIC_STAGES)."""
+    if name.startswith("das.input"):
+        return name not in INPUT_DESCRIPTIONS
+    return name == "das.privacy.measure" or name.split(".")[:2] == ["das", "confidential"]
+
+
+def reaches_input(found: Mapping[str, Module]) -> list[tuple[str, str]]:
+    """(module of a public stage, the input-holding module it reaches): each with the
+    first such module found along its imports, breadth first."""
+    pairs = []
+    for m in sorted(found.values(), key=lambda m: m.name):
+        if m.name.split(".")[1:2] not in [[s] for s in PUBLIC_STAGES]:
+            continue
+        seen, queue = {m.name}, sorted(m.imports)
+        while queue:
+            target = queue.pop(0)
+            if target in seen or target not in found:
+                continue
+            seen.add(target)
+            if holds_input(target):
+                pairs.append((m.name, target))
+                break
+            queue.extend(sorted(found[target].imports))
+    return pairs
+
+
+def spark_in_solver(found: Mapping[str, Module]) -> list[tuple[str, str]]:
+    """(module of a Spark-free stage, the module importing pyspark it is or reaches): the
+    solver must run in a notebook, with no JVM, as in a Spark task."""
+    uses_spark = {m.name for m in found.values() if _imports_pyspark(m.path)}
+    pairs = []
+    for m in sorted(found.values(), key=lambda m: m.name):
+        if m.name.split(".")[1:2] not in [[s] for s in NO_SPARK_STAGES]:
+            continue
+        seen, queue = set(), [m.name]
+        while queue:
+            name = queue.pop(0)
+            if name in seen or name not in found:
+                continue
+            seen.add(name)
+            if name in uses_spark:
+                pairs.append((m.name, name))
+                break
+            queue.extend(sorted(found[name].imports))
+    return pairs
+
+
+def _imports_pyspark(path: Path) -> bool:
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            if any(a.name.split(".")[0] == "pyspark" for a in node.names):
+                return True
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "pyspark":
+            return True
+    return False
+
+
 def report(root: Path) -> str:
     found = modules(root)
     functions = [n for m in found.values() for n in m.function_lines]
@@ -177,6 +247,10 @@ def report(root: Path) -> str:
         f"backward stage imports: {len(backward(found))}",
         *(f"  {a} -> {b}" for a, b in backward(found)),
         f"modules outside the stages: {', '.join(unplaced(found)) or 'none'}",
+        f"public stages reaching the input: {len(reaches_input(found))}",
+        *(f"  {a} -> {b}" for a, b in reaches_input(found)),
+        f"solver modules reaching Spark: {len(spark_in_solver(found))}",
+        *(f"  {a} -> {b}" for a, b in spark_in_solver(found)),
         f"module lines: median {statistics.median(lines):.0f}, max {max(lines)}; "
         f"over {MAX_MODULE_LINES}: {sum(n > MAX_MODULE_LINES for n in lines)}",
         "largest: " + ", ".join(f"{m.name} {m.lines}" for m in largest),

@@ -12,7 +12,7 @@ import pyarrow.compute as pc
 
 from das.errors import InternalError, UserError
 from das.estimate.tree import Invariant
-from das.estimate.zeros import UNITS
+from das.spec.invariants import UNITS
 from das.spec.schema import Query
 
 
@@ -143,10 +143,12 @@ def check_sums(
 
 def leaf_units(table: pa.Table, level: str, geocodes: np.ndarray, where: str) -> np.ndarray | None:
     """Which unit types each of ``level``'s geounits has (in the order of ``geocodes``;
-    geounits x types, 0/1), from the ``UNITS`` rows of ``invariants/``; None where there
-    are none (a run written before they were published)."""
+    geounits x types, 0/1), from the ``UNITS`` rows of ``invariants/`` (which count them);
+    None where there are none (a run written before they were published)."""
     rows = table.filter(pc.and_(pc.equal(table["level"], level), pc.equal(table["query"], UNITS)))
-    return _aligned(rows, level, geocodes, "units", where) if rows.num_rows else None
+    if not rows.num_rows:
+        return None
+    return (_aligned(rows, level, geocodes, "units", where) > 0).astype(np.int64)
 
 
 def _aligned(rows: pa.Table, level: str, geocodes: np.ndarray, what: str, where: str) -> np.ndarray:

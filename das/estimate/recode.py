@@ -33,7 +33,7 @@ from das.estimate.pipeline import (
     invariants_frame,
     public_frame,
 )
-from das.input.read import geocode_of
+from das.spark.geocodes import geocode_of
 from das.spark.marks import RunMode
 from das.spark.storage import delete, exists
 from das.spec.config import Config

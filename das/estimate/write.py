@@ -5,29 +5,21 @@
 variances). Its rows are built as Arrow record batches (here, a few thousand geounits
 at a time, by the subtrees' tasks and the driver) under a schema that marks every
 column with the run's mode as Spark would (``das.spark.marks``), and written by the tasks
-(``das.estimate.files``). ``invariants/`` holds the exact
-totals, from the input's histograms, on Spark; ``geography/`` the parents a geography
-file gives that are not GEOID prefixes (``das.estimate.recode``).
+(``das.estimate.files``). ``invariants/`` and ``geography/`` are the job's
+(``das.input.publish``); ``INVARIANTS_SCHEMA`` is their rows' schema.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
-from functools import reduce
+from collections.abc import Iterator
 
 import numpy as np
 import pyarrow as pa
-from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from das.estimate.answers import estimates, histograms, variance, variance_plan
 from das.estimate.basis import Basis
 from das.estimate.tree import Estimate
-from das.estimate.zeros import UNITS
-from das.input.contract import UNIT_TYPES
-from das.input.read import LevelHistograms
-from das.spark.marks import RunMode
 from das.spark.task_files import repeated_strings
 from das.spec.config import Config
 
@@ -131,76 +123,3 @@ def estimate_batches(
             spread,
             schema,
         )
-
-
-def invariant_frame(histograms: Mapping[str, LevelHistograms], levels: list[str]) -> DataFrame:
-    """The exact totals of every geounit of ``levels`` (public by the configuration)."""
-    frames = [
-        histograms[name].frame.select(
-            F.lit(name).alias("level"),
-            "geocode",
-            F.lit("total").alias("query"),
-            F.array(F.aggregate("counts", F.lit(0).cast("long"), lambda a, b: a + b)).alias(
-                "values"
-            ),
-        )
-        for name in levels
-    ]
-    return reduce(DataFrame.unionByName, frames)
-
-
-def units_frame(histograms: LevelHistograms) -> DataFrame:
-    """Each block's ``UNITS`` row: 1 for each unit type (``gqtype``) it has a unit of, else
-    0. The units are invariants (the certificate's), and only whether a type is there is
-    published: the estimate's known zeros (``das.estimate.zeros``)."""
-    has = [F.when(F.col("units")[i] > 0, 1).otherwise(0).cast("long") for i in range(UNIT_TYPES)]
-    return histograms.frame.select(
-        F.lit(histograms.level.name).alias("level"),
-        "geocode",
-        F.lit(UNITS).alias("query"),
-        F.array(*has).alias("values"),
-    )
-
-
-def write_invariants(
-    histograms: Mapping[str, LevelHistograms],
-    levels: list[str],
-    path: str,
-    mode: RunMode,
-    units: str | None = None,
-) -> None:
-    """``invariants/``: one row per geounit of the levels where the total is exact and,
-    with ``units`` (the block level's name), each block's ``UNITS`` row, in one file: the
-    estimate's exchange reads each file in a task of its own, and the rows are short (8
-    million of 8 values for the U.S.)."""
-    frames = [invariant_frame(histograms, levels)] if levels else []
-    if units is not None:
-        frames.append(units_frame(histograms[units]))
-    if frames:
-        rows = reduce(DataFrame.union, frames).coalesce(1).sortWithinPartitions("level", "geocode")
-        rows.transform(mode.mark).write.mode("overwrite").parquet(path)
-
-
-def geography_frame(histograms: Mapping[str, LevelHistograms]) -> DataFrame | None:
-    """(level, geocode, parent) of every geounit whose parent the geography file gives,
-    rather than its GEOID prefix; None where there is none. Public: the geography file
-    is, and the NMF lists every geounit already."""
-    frames = [
-        h.parents.select(F.lit(name).alias("level"), "geocode", "parent")
-        for name, h in histograms.items()
-        if h.parents is not None
-    ]
-    return reduce(DataFrame.unionByName, frames) if frames else None
-
-
-def write_geography(
-    histograms: Mapping[str, LevelHistograms], path: str, mode: RunMode, partitions: int
-) -> None:
-    """``geography/``: the published parents of ``geography_frame`` (nothing without)."""
-    frame = geography_frame(histograms)
-    if frame is None:
-        return
-    rows = frame.repartition(partitions, "level", "geocode").sortWithinPartitions(
-        "level", "geocode"
-    )
-    rows.transform(mode.mark).write.mode("overwrite").parquet(path)

@@ -1,10 +1,10 @@
 """The known zeros of each block, as the estimate imposes them: the schema's structural
 zeros, and the facility levels the block has no unit of.
 
-The units are invariants (the certificate says so): the job publishes, per block, which
-unit types it has, as rows of ``invariants/`` whose query is ``UNITS`` (a 0/1 value per
-unit type, ``gqtype`` order). A run written before those rows existed gets the
-structural zeros only.
+The units are invariants (the certificate says so): the job publishes, per block, its
+unit counts by type (``gqtype`` order) as rows of ``invariants/`` whose query is
+``das.spec.invariants.UNITS``; a type with no unit is a known zero. A run written before
+those rows existed gets the structural zeros only.
 """
 
 from __future__ import annotations
@@ -14,9 +14,6 @@ import numpy as np
 from das.estimate.basis import Basis
 from das.estimate.tree import Zeros
 from das.spec.schema import Schema
-
-#: The query of a block's row of ``invariants/`` that says which unit types it has.
-UNITS = "units"
 
 
 def allowed_grid(schema: Schema, basis: Basis, units: np.ndarray | None, n: int) -> np.ndarray:

@@ -9,7 +9,7 @@ page, and a test holds the committed page equal to this rendering, so the two ca
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 
 import pyarrow as pa
 
@@ -26,6 +26,7 @@ from das.input.contract import (
     Table,
 )
 from das.spec.config import InputSection
+from das.spec.markdown import markdown_table
 from das.spec.schema import (
     OMB_RACES,
     Attribute,
@@ -116,13 +117,6 @@ def render() -> str:
         _example(),
     ]
     return "\n\n".join(parts) + "\n"
-
-
-def markdown_table(header: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
-    """A Markdown table (also used by ``das.output.describe``)."""
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
-    return "\n".join(lines)
 
 
 def _intro() -> str:

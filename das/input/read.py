@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, replace
 
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from das.input.certify import certify_input
@@ -23,6 +23,7 @@ from das.input.contract import PERSONS, UNIT_ONLY_COLUMNS, UNIT_TYPES, UNITS
 from das.input.geography import LevelCodes, level_codes, read_geography
 from das.input.recode import cell_index
 from das.input.tables import load_tables, typed
+from das.spark.geocodes import geocode_of
 from das.spec.config import Config
 from das.spec.geography import Level
 from das.spec.schema import Schema
@@ -60,11 +61,6 @@ def records(schema: Schema, persons: DataFrame, units: DataFrame) -> DataFrame:
 
 
 # ---- histograms ---------------------------------------------------------------------------
-def geocode_of(column: str, length: int) -> Column:
-    """The geocode at prefix ``length`` of a GEOID column ("" for the root of a US run)."""
-    return F.substring(column, 1, length) if length else F.lit("")
-
-
 def block_counts(schema: Schema, persons: DataFrame, units: DataFrame) -> DataFrame:
     """Long-format block histogram: (geoid, cell, count) for nonzero cells only."""
     return (

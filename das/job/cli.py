@@ -291,7 +291,8 @@ def check_fixture_out(out: str) -> None:
 
 def validate_command(args: argparse.Namespace) -> None:
     """Exit 0 and "valid"; exit 2 with the broken checks (a result, not a bug); 1 for a bug."""
-    from das.output.validate import run_mode, validate_run
+    from das.confidential.validation import validate_run
+    from das.output.validate import run_mode
     from das.spark.session import parse_spark_conf, spark_session
     from das.spec.config import SparkSection
 

@@ -17,34 +17,24 @@ from pyspark.sql import SparkSession
 from das.estimate.exchange import Exchanged
 from das.estimate.pipeline import LevelSummary, estimate_keeping_rows, estimate_output
 from das.estimate.recode import GEOGRAPHY, has_geography, recoded_estimate
-from das.estimate.write import write_geography, write_invariants
+from das.input.publish import write_geography, write_invariants
 from das.input.read import LevelHistograms
 from das.output.validate import load_run_config
 from das.spark.marks import RunMode
 from das.spark.session import SparkSetting, spark_session
 from das.spark.storage import exists
 from das.spec.config import Config, SparkSection
-
-
-def invariant_levels(config: Config) -> list[str]:
-    """The levels whose totals are exact: the root down to the configured one."""
-    if config.total_invariant_level is None:
-        return []
-    names = config.geography.names
-    return names[: names.index(config.total_invariant_level) + 1]
+from das.spec.invariants import published
 
 
 def write_run_invariants(
     spark: SparkSession, config: Config, histograms: Mapping[str, LevelHistograms], output: str
 ) -> None:
-    """``invariants/`` of a run (kept when a resumed run finds it complete): the exact
-    totals, and which unit types each block has where the schema binds a facility
-    attribute to them (the estimate's known zeros)."""
-    levels = invariant_levels(config)
+    """``invariants/`` of a run (kept when a resumed run finds it complete): what
+    ``das.spec.invariants.published`` declares for the configuration."""
     path = f"{output.rstrip('/')}/invariants"
-    units = None if config.schema.facility_attribute is None else config.geography.block.name
-    if (levels or units) and not exists(spark, f"{path}/_SUCCESS"):
-        write_invariants(histograms, levels, path, RunMode.of(config.seed), units)
+    if published(config) and not exists(spark, f"{path}/_SUCCESS"):
+        write_invariants(config, histograms, path, RunMode.of(config.seed))
 
 
 def write_run_geography(

@@ -34,8 +34,8 @@ from pyspark.sql import DataFrame, SparkSession
 from das.confidential.error_sums import noise_errors
 from das.confidential.report import write_metrics
 from das.confidential.tables import read_measurement_errors, run_errors, write_measurement_errors
+from das.confidential.validation import validate_run
 from das.errors import InternalError
-from das.estimate.exchange import Exchanged
 from das.input.files import check_input_files
 from das.input.read import LevelHistograms, count_geounits, read_histograms
 from das.job.estimate import run_estimate, write_run_geography, write_run_invariants
@@ -51,12 +51,13 @@ from das.output.certificate import (
     write_certificate,
 )
 from das.output.microdata import write_microdata
-from das.output.validate import validate_run
 from das.postprocess.below import below_totals, total_pass_levels
-from das.postprocess.levels import level_done, solve_and_checkpoint, with_blue
+from das.postprocess.levels import LevelRun, level_done, solve_and_checkpoint, with_blue
+from das.postprocess.public import read_public, root_total
 from das.postprocess.report import LevelReport
 from das.privacy.generator import Rng, secure_rng, seeded_rng
-from das.privacy.measure import nmf_complete, read_nmf, write_nmf
+from das.privacy.measure import write_nmf
+from das.privacy.nmf import nmf_complete, read_nmf
 from das.solve.solvers import check_solver
 from das.spark.marks import RunMode
 from das.spark.session import SparkSetting, spark_session
@@ -144,17 +145,17 @@ def _run(
     exchanged = None  # the NMF's rows by subtree, as the estimate left them for the solves
     with phase(progress, "estimate"):  # the BLUE, from the public files only
         exchanged = run_estimate(spark, config, output, keep=True)[1]
+    facts = read_public(spark, config, output)  # invariants/ and geography/, as published
     below: dict[str, DataFrame] = {}
     if not all(level_done(spark, output, name) for name in total_pass_levels(config)):
         with phase(progress, "subtree totals"):  # what each geounit's descendants measured
-            below = below_totals(spark, config, nmf, histograms)
-    targets = nmf  # what the families fit: with target "blue", the BLUE beside the NMF's rows
+            below = below_totals(spark, config, nmf, facts)
+    answers = nmf  # what the families fit: with target "blue", the BLUE beside the NMF's rows
     if config.file.postprocess.target == "blue":
-        targets = with_blue(nmf, spark, f"{output}/estimates")
+        answers = with_blue(nmf, spark, f"{output}/estimates")
+    run = LevelRun(spark, config, output, nmf, answers, facts, geounits, below, exchanged)
     try:
-        reports, protected = solve_levels(
-            spark, config, targets, histograms, geounits, output, progress, below, exchanged
-        )
+        reports, protected = solve_levels(run, progress)
     finally:
         if exchanged is not None:
             exchanged.release()
@@ -163,7 +164,9 @@ def _run(
         mdf = f"{output}/mdf"
         partitions, mode = config.file.spark.shuffle_partitions, RunMode.of(config.seed)
         write_microdata(blocks, config.schema, mdf, partitions, mode)
-        records = records_section(config, histograms, spark.read.parquet(mdf).count())
+        records = records_section(
+            config, root_total(facts, config), spark.read.parquet(mdf).count()
+        )
     with phase(progress, "metrics (confidential)"):
         table = run_errors(config, histograms, protected, measurement)
         write_metrics(spark, table, confidential, config)
@@ -220,40 +223,18 @@ def measure(
 
 
 def solve_levels(
-    spark: SparkSession,
-    config: Config,
-    nmf: DataFrame,
-    histograms: dict[str, LevelHistograms],
-    geounits: dict[str, int],
-    output: str,
-    progress: Progress,
-    below: Mapping[str, DataFrame],
-    exchanged: Exchanged | None = None,
+    run: LevelRun, progress: Progress
 ) -> tuple[list[LevelReport], dict[str, DataFrame]]:
-    """Every level, root first, each checkpointed; returns its report and solution per level
-    (``below``: the subtree totals of the levels that have them, das.postprocess.below;
-    ``exchanged``: the NMF's rows as the estimate left them, das.postprocess.from_files)."""
-    levels = config.geography.levels
+    """Every level, root first, each checkpointed; returns its report and solution per level."""
+    levels = run.config.geography.levels
     reports: list[LevelReport] = []
     protected: dict[str, DataFrame] = {}
     parents = None
     for index, level in enumerate(levels):
-        parent_count = geounits[levels[index - 1].name] if index else 1
+        parent_count = run.geounits[levels[index - 1].name] if index else 1
         counter = progress.counter()
         with phase(progress, f"solve {level.name}", parent_count, counter, "parents"):
-            parents, report = solve_and_checkpoint(
-                spark,
-                config,
-                nmf,
-                histograms,
-                output,
-                index,
-                parents,
-                parent_count,
-                counter,
-                below.get(level.name),
-                exchanged,
-            )
+            parents, report = solve_and_checkpoint(run, index, parents, counter)
         reports.append(report)
         protected[level.name] = parents
     return reports, protected

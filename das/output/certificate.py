@@ -25,9 +25,7 @@ from fractions import Fraction
 from typing import Any
 
 from pyspark.sql import SparkSession
-from pyspark.sql import functions as F
 
-from das.input.read import LevelHistograms
 from das.output.guarantee import Guarantee, guarantee
 from das.output.software import code_digest, package_version
 from das.postprocess.report import LevelReport
@@ -250,18 +248,13 @@ def privacy_section(config: Config) -> Privacy:
     )
 
 
-def records_section(
-    config: Config, histograms: Mapping[str, LevelHistograms], output_records: int
-) -> Records:
+def records_section(config: Config, root_total: int | None, output_records: int) -> Records:
     """The MDF's record count, and the input's where the configuration holds the total
-    invariant (at the root, then: the validator checks that the two agree)."""
-    if config.total_invariant_level is None:
+    invariant (``root_total``, the root's published exact total: the validator checks that
+    the two agree)."""
+    if config.total_invariant_level is None or root_total is None:
         return Records(output_records)
-    root = histograms[config.geography.names[0]].frame
-    row = root.agg(
-        F.sum(F.aggregate("counts", F.lit(0).cast("long"), lambda a, b: a + b)).alias("n")
-    ).first()
-    return Records(output_records, input_records=int(row["n"] or 0) if row else 0)
+    return Records(output_records, input_records=root_total)
 
 
 def versions() -> Software:

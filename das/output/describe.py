@@ -13,11 +13,11 @@ from __future__ import annotations
 import sys
 
 from das.estimate.write import ESTIMATES_SCHEMA, INVARIANTS_SCHEMA
-from das.input.describe import markdown_table
 from das.output.microdata import GEOGRAPHY_COLUMNS, microdata_schema
 from das.postprocess.levels import SOLUTION_SCHEMA
-from das.privacy.measure import NMF_SCHEMA
+from das.privacy.nmf import NMF_SCHEMA
 from das.spark.marks import MODE_KEY, PUBLIC_PARQUET, TEST_WARNING, WARNING_KEY
+from das.spec.markdown import markdown_table
 from das.spec.schema import Attribute, OutputColumn, Schema, load_schema, shipped_schemas
 
 NMF_COLUMNS = {
@@ -45,8 +45,9 @@ INVARIANT_COLUMNS = {
     "geocode": "the geounit",
     "query": "`total`, or `units`",
     "values": (
-        "`total`: the exact total (one value); `units`: 1 for each unit type (`gqtype` 0 to "
-        "7) the block has a unit of, else 0"
+        "`total`: the exact total (one value); `units` (8 values, `gqtype` order): 1 if the "
+        "block has a housing unit, else 0, then its number of occupied group-quarters "
+        "facilities of each type 1 to 7"
     ),
 }
 
@@ -147,7 +148,8 @@ _PUBLIC = (
      "versions of the packages that can change the output, which `--resume` must match"),
     ("`nmf/`", "the noisy measurement file: every query at every geounit, with its variance"),
     ("`invariants/`", "the totals held exact (`strategy.invariants`): one row per geounit of "
-     "each level where the total is exact; and which unit types each block has"),
+     "each level where the total is exact; and each block's units (the group-quarters "
+     "bounds); the post-processor reads these, never the input"),
     ("`geography/`", "only where the geography file gives a level codes of its own: each "
      "geounit's parent, at the levels where it is not the GEOID prefix"),
     ("`estimates/`", "the best linear unbiased estimate of every measured query at every "
@@ -284,8 +286,9 @@ def _estimates() -> str:
         + markdown_table(("column", "type", "meaning"), rows)
         + "\n\n`invariants/`: one row per geounit of each level whose total is exact "
         "(query `total`) and, where the schema binds a facility attribute to the unit types "
-        "(`hhgq`), one row per block (query `units`): which unit types it has, an invariant "
-        "the certificate lists.\n\n"
+        "(`hhgq`), one row per block (query `units`): whether it has a housing unit and its "
+        "occupied facilities of each type, invariants the certificate lists (it lists what "
+        "this directory holds, and the validator checks that the two agree).\n\n"
         + markdown_table(("column", "type", "meaning"), invariants)
         + "\n\n`geography/`: written only where the geography file gives a level codes of "
         "its own (docs/input.md); one row per geounit whose parent is not its GEOID prefix: "

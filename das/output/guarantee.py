@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from das.spec.config import Config
+from das.spec.invariants import published
 from das.spec.schema import Schema
 
 SENSITIVITY = "each query has L2 sensitivity sqrt(2), sigma^2 = 1/rho_q"
@@ -63,29 +64,15 @@ def guarantee(config: Config) -> Guarantee:
 
 
 def invariants(config: Config) -> tuple[str, ...]:
-    """The input's facts the release holds exact: its geography, the totals the strategy
-    fixes, and the unit counts the group-quarters bounds take."""
-    schema, geography = config.schema, config.geography
-    unit = protected_unit(schema)
+    """The input's facts the release holds exact: its geography, and what ``invariants/``
+    publishes (``das.spec.invariants``: the validator checks that the file holds exactly
+    these, so the certificate and the file cannot disagree)."""
     found = [
         "the geography: every block with a row in the units table (a housing unit or a "
         "group-quarters facility, occupied or not) and the geounits above it; the NMF has "
         "a row per geounit"
     ]
-    if config.total_invariant_level is not None:
-        levels = geography.names[: geography.index(config.total_invariant_level) + 1]
-        found.append(
-            f"the number of {unit}s in each geounit of the levels {', '.join(levels)} "
-            f"(strategy.invariants.total = {config.total_invariant_level!r})"
-        )
-    if schema.facility_attribute is not None:
-        attribute = schema.attribute(schema.facility_attribute)
-        found.append(
-            "per block (and so per geounit): the number of occupied group-quarters "
-            f"facilities of each type ({', '.join(attribute.levels[1:])}) and whether it has "
-            f"a housing unit (the {attribute.name} bounds); invariants/ publishes which of "
-            "these unit types each block has (the estimate's known zeros)"
-        )
+    found += [f"{kind.statement} (invariants/, query {kind.query!r})" for kind in published(config)]
     return tuple(found)
 
 

@@ -1,19 +1,20 @@
 """Checking a finished run from what it wrote, independently of the engine's code paths.
 
 The validator reads the protected microdata, the noisy measurement file and the
-certificate back from disk, and the units and persons tables from the input, and checks
-with its own Spark queries (not the engine's recodes or solver): columns and domains,
-record numbering, structural zeros, every block in the geography file (if the run had
-one), the exact invariants (totals where configured, and group-quarters / housing-unit
-bounds per block), record counts, the run's mode on every public Parquet file, and
-that the certificate's budget adds up (the run passes its certificate before writing
-it). It returns the list of violations; empty means valid.
+certificate back from disk and checks with its own Spark queries (not the engine's
+recodes or solver): columns and domains, record numbering, structural zeros, record
+counts, the run's mode on every public Parquet file, and that the certificate's budget
+adds up (the run passes its certificate before writing it). The checks against the
+input (every block in the geography file, the exact totals, the group-quarters and
+housing-unit bounds per block) read the confidential input, so they live apart, in
+``das.confidential.validation``, and come in as ``against_input``. It returns the list
+of violations; empty means valid.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from fractions import Fraction
 from typing import Any
 
@@ -22,15 +23,12 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from das.errors import InternalError, UserError
-from das.input.contract import GEOGRAPHY, UNITS
-from das.input.geography import BlockGeography, load_geography
-from das.input.tables import load_tables
 from das.output.microdata import GEOGRAPHY_COLUMNS
-from das.privacy.measure import NMF_SCHEMA
+from das.privacy.nmf import NMF_SCHEMA
 from das.spark import storage
 from das.spark.marks import RunMode, check_marks
 from das.spec.config import Config, build_config
-from das.spec.geography import Level
+from das.spec.invariants import published
 from das.spec.schema import Schema
 
 MAX_EXAMPLES = 5
@@ -48,10 +46,19 @@ def run_mode(spark: SparkSession, output: str) -> RunMode:
     return RunMode.of(load_run_config(spark, output).seed)
 
 
-def validate_run(
-    spark: SparkSession, input_dir: str, output: str, certificate: Mapping[str, Any] | None = None
+#: The checks of the MDF against the input, given the MDF's ``block_summary`` (they live
+#: with the input's readers: ``das.confidential.validation``).
+AgainstInput = Callable[[Config, DataFrame], list[str]]
+
+
+def validate_output(
+    spark: SparkSession,
+    output: str,
+    certificate: Mapping[str, Any] | None = None,
+    against_input: AgainstInput | None = None,
 ) -> list[str]:
-    """Every violation found in the run written to ``output`` (empty list: valid).
+    """Every violation found in the run written to ``output`` (empty list: valid), from its
+    public files; ``against_input`` adds the checks against the input.
 
     ``certificate``: the one the run is about to write (it certifies only a valid run);
     by default the written certificate.json.
@@ -76,7 +83,7 @@ def validate_run(
     if cached:
         mdf = mdf.persist()
     try:
-        return _check_records(spark, config, input_dir, output, mdf, certificate)
+        return _check_records(spark, config, output, mdf, certificate, against_input)
     finally:
         if cached:
             mdf.unpersist()
@@ -85,10 +92,10 @@ def validate_run(
 def _check_records(
     spark: SparkSession,
     config: Config,
-    input_dir: str,
     output: str,
     mdf: DataFrame,
     certificate: Mapping[str, Any],
+    against_input: AgainstInput | None,
 ) -> list[str]:
     """Every check of ``validate_run`` after the MDF's columns are known to be right."""
     codes, numbering = check_blocks(mdf)
@@ -96,28 +103,24 @@ def _check_records(
     if problems:  # broken values: the checks below would decode them into false reports
         return problems
     decoded = decode(mdf, config.schema)
-    units = _units(spark, config, input_dir)
     problems += numbering
     problems += check_structural_zeros(decoded, config.schema)
-    geography = load_geography(spark, config, input_dir)
-    blocks = block_summary(decoded, config.schema).persist()
-    try:
-        problems += check_listed(blocks, geography)
-        problems += check_totals(spark, blocks, config, input_dir, geography)
-        problems += check_facilities(blocks, units, config.schema)
-    finally:
-        blocks.unpersist()
+    if against_input is not None:
+        blocks = block_summary(decoded, config.schema).persist()
+        try:
+            problems += against_input(config, blocks)
+        finally:
+            blocks.unpersist()
     problems += check_nmf(spark, output)
+    problems += check_invariants(spark, output, config)
     problems += check_marks(spark, output, RunMode.of(config.seed))
     problems += check_certificate(certificate, mdf.count(), config)
     return problems
 
 
-#: From how many files the MDF is cached for the checks. Each pass over the Parquet opens
-#: every file (about 1.7 ms a file: 5 s a pass for 3,120 counties), while caching costs
-#: about 1.6 us a record: on the LA-like input's one county (10M records) the checks took
-#: 24 s from Parquet against 41 s cached, on the Texas-like 254 counties (5M) 19 s
-#: against 23 s.
+#: From how many files the MDF is cached for the checks: each pass over the Parquet opens
+#: every file, which costs more than building the cache once the files are many
+#: (docs/performance.md).
 CACHE_FROM_FILES = 1000
 
 
@@ -142,7 +145,7 @@ def _examples(frame: DataFrame, columns: list[str]) -> str:
 Check = tuple[Column, str, list[str]] | tuple[Column, str, list[str], Column]
 
 
-def _flag_all(frame: DataFrame, checks: Sequence[Check]) -> list[str]:
+def flag_all(frame: DataFrame, checks: Sequence[Check]) -> list[str]:
     """One message per check whose condition holds on some row (with examples)."""
     return [message for message in _flag_each(frame, checks) if message]
 
@@ -187,7 +190,7 @@ def check_column_names(mdf: DataFrame, schema: Schema) -> list[str]:
 def check_values(mdf: DataFrame, schema: Schema) -> list[str]:
     """Every output column's values are among the schema's (the geography codes are
     checked per block, by ``check_blocks``)."""
-    return _flag_all(
+    return flag_all(
         mdf,
         [
             (
@@ -276,7 +279,7 @@ def check_structural_zeros(decoded: DataFrame, schema: Schema) -> list[str]:
                 ["_geoid", *[c.name for c in schema.output]],
             )
         )
-    return _flag_all(decoded, checks)
+    return flag_all(decoded, checks)
 
 
 def block_summary(decoded: DataFrame, schema: Schema) -> DataFrame:
@@ -293,143 +296,24 @@ def block_summary(decoded: DataFrame, schema: Schema) -> DataFrame:
     return decoded.groupBy("_geoid", kind.alias("gqtype")).agg(F.count(F.lit(1)).alias("records"))
 
 
-def check_listed(blocks: DataFrame, geography: BlockGeography | None) -> list[str]:
-    """Every block of the MDF (``block_summary``) is a block of the geography file (when
-    the run had one)."""
-    if geography is None:
-        return []
-    listed = geography.frame.select(
-        F.col(GEOGRAPHY.key).alias("_geoid"), F.lit(True).alias("_listed")
-    )
-    records = blocks.groupBy("_geoid").agg(F.sum("records").alias("records"))
-    return _flag_all(
-        records.join(listed, "_geoid", "left"),
-        [
-            (
-                F.col("_listed").isNull(),
-                f"records in a block that {geography.path} does not list",
-                ["_geoid", "records"],
-            )
-        ],
-    )
-
-
-def check_totals(
-    spark: SparkSession,
-    blocks: DataFrame,
-    config: Config,
-    input_dir: str,
-    geography: BlockGeography | None = None,
-) -> list[str]:
-    """Where the total is invariant, every geounit's record count equals the input's.
-
-    Each side is counted per block first (the MDF's ``block_summary``, the input's records
-    grouped by geoid), then per geounit of every such level in one aggregation (a block
-    stands in one row per level, keyed by its geoid's prefix, or by the geography file's
-    code for a level it gives codes of), and the two are joined once.
-    """
-    level_name = config.total_invariant_level
-    if level_name is None:
-        return []
-    geo = config.geography
-    levels = geo.levels[: geo.index(level_name) + 1]
-
-    def per_geounit(frame: DataFrame, geoid: str, name: str) -> DataFrame:
-        return _per_geounit(frame, geoid, name, levels, geography, weight="records")
-
-    inputs = (
-        _records_table(spark, config, input_dir)
-        .groupBy("geoid")
-        .agg(F.count(F.lit(1)).alias("records"))
-    )
-    both = (
-        per_geounit(blocks, "_geoid", "protected")
-        .join(
-            per_geounit(inputs, "geoid", "input"),
-            ["level", "geocode"],
-            "full_outer",
-        )
-        .fillna(0)
-    )
-    return _flag_all(
-        both,
-        [
-            (
-                (F.col("level") == level.name) & (F.col("protected") != F.col("input")),
-                f"invariant total broken at level {level.name}",
-                ["geocode", "protected", "input"],
-            )
-            for level in levels
-        ],
-    )
-
-
-def _per_geounit(
-    frame: DataFrame,
-    geoid: str,
-    name: str,
-    levels: Sequence[Level],
-    geography: BlockGeography | None,
-    weight: str | None = None,
-) -> DataFrame:
-    """Rows of ``frame`` counted (or their column ``weight`` summed) per geounit of each
-    level, in column ``name``: by the GEOID prefix in column ``geoid``, or by the geography
-    file's code for a level it codes."""
-    coded = [lv.name for lv in levels if geography is not None and lv.name in geography.coded]
-
-    def code(level: Level) -> Column:
-        if level.name in coded:
-            return F.col(f"_code_{level.name}")
-        return F.substring(geoid, 1, level.length) if level.length else F.lit("")
-
-    if geography is not None and coded:
-        codes = [F.col(c).alias(f"_code_{c}") for c in coded]
-        blocks = geography.frame.select(F.col(GEOGRAPHY.key).alias(geoid), *codes)
-        frame = frame.join(blocks, geoid, "left")
-    keys = F.array(
-        *[
-            F.struct(F.lit(level.name).alias("level"), code(level).alias("geocode"))
-            for level in levels
+def check_invariants(spark: SparkSession, output: str, config: Config) -> list[str]:
+    """``invariants/`` holds exactly the (level, query) rows ``das.spec.invariants``
+    declares for the configuration: the certificate's list of invariants is that
+    declaration, so the two cannot disagree."""
+    declared = {(level, kind.query) for kind in published(config) for level in kind.levels}
+    path = f"{output}/invariants"
+    if not storage.exists(spark, path):
+        return [f"{path} is missing, but the configuration publishes invariants"] if declared else []
+    found = {
+        (row["level"], row["query"])
+        for row in spark.read.parquet(path).select("level", "query").distinct().collect()
+    }
+    if found != declared:
+        return [
+            f"{path} holds (level, query) rows {sorted(found)}, but the configuration "
+            f"declares {sorted(declared)}"
         ]
-    )
-    value = F.count(F.lit(1)) if weight is None else F.sum(weight)
-    return (
-        frame.select(F.explode(keys).alias("key"), *([] if weight is None else [weight]))
-        .groupBy(F.col("key.level").alias("level"), F.col("key.geocode").alias("geocode"))
-        .agg(value.alias(name))
-    )
-
-
-def check_facilities(blocks: DataFrame, units: DataFrame, schema: Schema) -> list[str]:
-    """Per block and facility type (``block_summary``): at least one person per facility,
-    none without a unit."""
-    if schema.facility_attribute is None:
-        return []
-    people = blocks.select(
-        F.col("_geoid").alias("geoid"), "gqtype", F.col("records").alias("persons")
-    )
-    facilities = units.groupBy("geoid", "gqtype").agg(
-        F.sum(F.when((F.col("gqtype") == 0) | F.col("occupied"), 1).otherwise(0)).alias(
-            "facilities"
-        ),
-        F.count(F.lit(1)).alias("listed"),
-    )
-    both = people.join(facilities, ["geoid", "gqtype"], "full_outer").fillna(0)
-    return _flag_all(
-        both,
-        [
-            (
-                (F.col("gqtype") > 0) & (F.col("persons") < F.col("facilities")),
-                "fewer group-quarters residents than occupied facilities",
-                ["geoid", "gqtype", "persons", "facilities"],
-            ),
-            (
-                (F.col("persons") > 0) & (F.col("facilities") == 0),
-                "persons in a type of unit the block does not have",
-                ["geoid", "gqtype", "persons"],
-            ),
-        ],
-    )
+    return []
 
 
 def check_nmf(spark: SparkSession, output: str) -> list[str]:
@@ -464,20 +348,3 @@ def check_certificate(certificate: Mapping[str, Any], records: int, config: Conf
     return problems
 
 
-# ---- input tables ------------------------------------------------------------------------
-# Read with the engine's loader (file format, column mapping) and cast to the contract's
-# types (das.input.contract); every check above is the validator's own.
-def _units(spark: SparkSession, config: Config, input_dir: str) -> DataFrame:
-    units = load_tables(spark, config, input_dir).units
-    return units.select(
-        "geoid", *[F.col(c).cast(UNITS.column(c).kind).alias(c) for c in ("gqtype", "occupied")]
-    )
-
-
-def _records_table(spark: SparkSession, config: Config, input_dir: str) -> DataFrame:
-    if config.schema.record == UNITS.name:
-        units = _units(spark, config, input_dir)
-        for column, allowed in config.schema.record_filter.items():
-            units = units.filter(F.col(column).isin(list(allowed)))
-        return units
-    return load_tables(spark, config, input_dir).persons.select("geoid")

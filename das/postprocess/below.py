@@ -36,7 +36,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 
 from das.input.contract import UNIT_TYPES
-from das.input.read import LevelHistograms, with_parent
+from das.postprocess.public import PublicFacts, level_invariants, with_parent
 from das.solve.family import BELOW, BELOW_VARIANCE, allowed_cells, facility_bounds
 from das.solve.plan import LevelPlan, level_plan
 from das.solve.totals import live_rows, partitions, query_share, subtree_combination
@@ -114,27 +114,25 @@ def row_shares(plan: LevelPlan, batch: pa.RecordBatch) -> pa.RecordBatch:
     )
 
 
-def _masks(histograms: LevelHistograms) -> DataFrame:
+def _masks(facts: PublicFacts, level: str) -> DataFrame:
     """level, geocode, mask: the facility groups each geounit has a unit of, as bits."""
     bits = [F.when(F.col("units")[i] > 0, 1 << i).otherwise(0) for i in range(UNIT_TYPES)]
-    return histograms.frame.select(
-        F.lit(histograms.level.name).alias("level"),
-        "geocode",
-        reduce(operator.add, bits).alias("mask"),
+    return level_invariants(facts, level).select(
+        F.lit(level).alias("level"), "geocode", reduce(operator.add, bits).alias("mask")
     )
 
 
 def own_totals(
     config: Config,
     nmf: DataFrame,
-    histograms: Mapping[str, LevelHistograms],
+    facts: PublicFacts,
     levels: Sequence[Level],
 ) -> DataFrame:
     """level, geocode, own (the inverse-variance combination of its queries' live sums),
     information (its inverse variance), dead (no cell left: the total is 0) of every
     geounit of ``levels``, from one pass over their NMF rows."""
     plans = {level.name: level_plan(config, level.name) for level in levels}
-    masks = reduce(DataFrame.unionByName, [_masks(histograms[name]) for name in plans])
+    masks = reduce(DataFrame.unionByName, [_masks(facts, name) for name in plans])
     rows = nmf.filter(F.col("level").isin(list(plans))).select(
         "level", "geocode", "query", "values"
     )
@@ -176,7 +174,8 @@ def own_totals_by_files(
     spark: SparkSession,
     config: Config,
     files: Sequence[str],
-    histograms: Mapping[str, LevelHistograms],
+    nmf: DataFrame,
+    facts: PublicFacts,
     levels: Sequence[Level],
 ) -> DataFrame:
     """``own_totals``, a task per NMF file reading it with pyarrow: Spark's scan and
@@ -185,7 +184,7 @@ def own_totals_by_files(
     geounits, in the file's order as Spark's aggregation did."""
     plans = {level.name: level_plan(config, level.name) for level in levels}
     masks = {
-        name: _sorted_masks(_masks(histograms[name]).select("geocode", "mask").toArrow())
+        name: _sorted_masks(_masks(facts, name).select("geocode", "mask").toArrow())
         for name in plans
     }
     shipped = spark.sparkContext.broadcast(masks)
@@ -266,7 +265,7 @@ def _summed(shares: pa.Table) -> pa.RecordBatch:
 
 
 def below_totals(
-    spark: SparkSession, config: Config, nmf: DataFrame, histograms: Mapping[str, LevelHistograms]
+    spark: SparkSession, config: Config, nmf: DataFrame, facts: PublicFacts
 ) -> dict[str, DataFrame]:
     """(geocode, below, below_variance) of every geounit of each level that
     ``total_pass_levels`` names and that has children, computed bottom-up.
@@ -288,13 +287,13 @@ def below_totals(
     # otherwise repeat the pass over the NMF (and build the masks) once per branch.
     files = arrow_files(nmf)
     if files is None:
-        own = own_totals(config, nmf, histograms, measured)
+        own = own_totals(config, nmf, facts, measured)
     else:
-        own = own_totals_by_files(spark, config, files, histograms, measured)
+        own = own_totals_by_files(spark, config, files, nmf, facts, measured)
     own = own.persist()
     try:
         own.count()
-        table = _gathered(own, histograms, levels[top:], measured)
+        table = _gathered(own, facts, levels[top:], measured)
     finally:
         own.unpersist()
     sums: dict[str, pd.DataFrame] = {}
@@ -325,7 +324,7 @@ def below_totals(
 
 def _gathered(
     own: DataFrame,
-    histograms: Mapping[str, LevelHistograms],
+    facts: PublicFacts,
     parents: Sequence[Level],
     measured: Sequence[Level],
 ) -> pd.DataFrame:
@@ -333,7 +332,7 @@ def _gathered(
     parts = []
     for index, level in enumerate(measured):
         frame = with_parent(
-            own.filter(F.col("level") == level.name), histograms[level.name], parents[index]
+            own.filter(F.col("level") == level.name), level.name, parents[index], facts.parents
         )
         if index < len(measured) - 1:
             parts.append(frame.select("level", "geocode", "parent", "own", "information", "dead"))

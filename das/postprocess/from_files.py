@@ -3,8 +3,8 @@ not co-grouped by Spark's shuffle.
 
 Why: at the block level the noisy answers are nearly all of the level's bytes (a block's
 ``detailed`` query alone is 2,016 values). Co-grouped with the children through Spark's
-shuffle, every one of them is scanned, written, read, sorted and converted to Arrow: on
-the LA-like input, a 12-second stage before the first family starts and about 45 CPU-s.
+shuffle, every one of them is scanned, written, read, sorted and converted to Arrow, in a
+stage that must end before the first family starts.
 The estimate has already sorted the same rows out, as Arrow files, by ranges of subtree
 roots (``das.estimate.exchange``); a parent at or below the split level lies within one
 subtree, so its children's rows are in one group's files. Here only the children (their

@@ -2,8 +2,9 @@
 
 Every solve reads only public inputs: the noisy measurements (read back from the NMF on
 disk) and, with ``postprocess.target = "blue"``, their BLUE (``estimates/``), the parent's
-already-protected histogram, and the invariants (unit counts per geounit, and the true
-totals at the levels where the configuration holds them exact).
+already-protected histogram, and the invariants the job published (``invariants/``: unit
+counts, and the totals at the levels where the configuration holds them exact;
+``geography/``: the parents a geography file gives), through ``das.postprocess.public``.
 Per-parent problems are solved on the executors (children grouped by parent and joined
 with the parent's solution, each family solved by ``das.solve.family``); each level's
 result is checkpointed to Parquet before the next level starts, so a run can resume from
@@ -13,8 +14,8 @@ the last finished level.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
-from functools import partial
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
@@ -25,22 +26,36 @@ from pyspark.sql.pandas.types import from_arrow_schema
 
 from das.errors import UserError
 from das.estimate.exchange import Exchanged
-from das.input.read import LevelHistograms, with_parent
 from das.postprocess.from_files import by_files, covers
+from das.postprocess.public import PublicFacts, level_invariants, with_parent
 from das.postprocess.report import LevelReport
 from das.postprocess.rows import SOLUTION_ARROW, family_rows, family_table
-from das.privacy.measure import level_measurements
+from das.privacy.nmf import level_measurements
 from das.solve.plan import LevelPlan, level_plan
 from das.solve.target import ESTIMATE_SUFFIX, VARIANCE_SUFFIX, target_names
 from das.spark.marks import RunMode
 from das.spark.storage import exists
 from das.spec.config import Config
-from das.spec.geography import Level
 
 log = logging.getLogger("das.postprocess")
 
 #: The checkpoint rows (``SOLUTION_ARROW``) as Spark's schema.
 SOLUTION_SCHEMA = from_arrow_schema(SOLUTION_ARROW)
+
+
+@dataclass(frozen=True)
+class LevelRun:
+    """What the solves of every level share: the run's configuration and public inputs."""
+
+    spark: SparkSession
+    config: Config
+    output: str
+    nmf: DataFrame  # the NMF's rows, read back from disk
+    answers: DataFrame  # what the families fit: the NMF's rows, with the BLUE's (with_blue)
+    facts: PublicFacts  # the published invariants and parents
+    geounits: Mapping[str, int]  # per level, as the NMF lists them
+    below: Mapping[str, DataFrame] = field(default_factory=dict)  # das.postprocess.below
+    exchanged: Exchanged | None = None  # the NMF's rows as the estimate left them
 
 
 def _names(plan: LevelPlan) -> list[str]:
@@ -68,63 +83,45 @@ def with_blue(nmf: DataFrame, spark: SparkSession, path: str) -> DataFrame:
     return rows[0].unionByName(rows[1]).unionByName(rows[2])
 
 
-def children_frame(nmf: DataFrame, histograms: LevelHistograms, plan: LevelPlan) -> DataFrame:
-    """One row per geounit of the level: its noisy answers per query (``nmf``: the NMF or
-    ``with_blue``), units, (invariant) total."""
-    pivot = level_measurements(_answers(nmf, plan), plan.level, _names(plan))
-    return pivot.join(_invariants(histograms, plan), "geocode", "inner")
+def children_frame(run: LevelRun, plan: LevelPlan) -> DataFrame:
+    """One row per geounit of the level: its noisy answers per query (``run.answers``: the
+    NMF or ``with_blue``), units, (invariant) total."""
+    pivot = level_measurements(_answers(run.answers, plan), plan.level, _names(plan))
+    return pivot.join(level_invariants(run.facts, plan.level), "geocode")
 
 
-def _invariants(histograms: LevelHistograms, plan: LevelPlan) -> DataFrame:
-    """geocode, units and the true total of each geounit of the level (null unless the
-    total is invariant there: the true total is read only where it is public)."""
-    return histograms.frame.select(
-        "geocode",
-        "units",
-        (
-            F.aggregate("counts", F.lit(0).cast("long"), lambda a, b: a + b)
-            if plan.totals_invariant
-            else F.lit(None).cast("long")
-        ).alias("total"),
-    )
-
-
-def solve_root(
-    spark: SparkSession, config: Config, nmf: DataFrame, histograms: LevelHistograms
-) -> DataFrame:
+def solve_root(run: LevelRun) -> DataFrame:
     """The root geounit alone, on the driver (it is one geounit)."""
-    plan = level_plan(config, histograms.level.name)
-    rows = children_frame(nmf, histograms, plan).limit(2).toArrow()
+    plan = level_plan(run.config, run.config.geography.names[0])
+    rows = children_frame(run, plan).limit(2).toArrow()
     if rows.num_rows != 1:
         raise UserError(
             f"the run is rooted at level {plan.level!r}, which must hold exactly one geounit, "
-            f"but the input has {histograms.frame.count()} there (e.g. several states in a "
+            f"but the input has {run.geounits[plan.level]} there (e.g. several states in a "
             "state-rooted run)"
         )
     result = family_rows(plan, rows, parent=None)
-    return spark.createDataFrame(result.to_pandas(), SOLUTION_SCHEMA)
+    return run.spark.createDataFrame(result.to_pandas(), SOLUTION_SCHEMA)
 
 
 def solve_level(
-    config: Config,
-    nmf: DataFrame,
-    histograms: LevelHistograms,
-    parent_level: Level,
-    parents: DataFrame,
-    parent_count: int,
-    counter: Accumulator | None = None,
-    below: DataFrame | None = None,
-    exchanged: Exchanged | None = None,
+    run: LevelRun, index: int, parents: DataFrame, counter: Accumulator | None = None
 ) -> DataFrame:
-    """Every parent of ``parent_level`` (``parent_count`` of them) with all its children of
-    this level, on the executors (see ``_by_size``, ``_by_hash`` and
-    ``das.postprocess.from_files`` for how the families are brought together). ``below``:
-    the children's subtree totals (``das.postprocess.below``); ``exchanged``: the NMF's rows
-    in the estimate's files, read instead of ``nmf`` at a level that fits the measurements.
-    ``nmf``: the NMF's rows, with the BLUE's (``with_blue``) where the level fits it."""
-    plan = level_plan(config, histograms.level.name)
-    parent_of = partial(with_parent, histograms=histograms, parent=parent_level)
-    invariants = _invariants(histograms, plan)
+    """Every parent of the level above ``index`` with all its children of this level, on
+    the executors (see ``_by_size``, ``_by_hash`` and ``das.postprocess.from_files`` for
+    how the families are brought together): ``parents`` is that level's solution. Where
+    the level fits the measurements and its families lie within the estimate's subtrees,
+    their noisy answers are read from the estimate's files (``run.exchanged``)."""
+    config = run.config
+    level, parent_level = config.geography.levels[index], config.geography.levels[index - 1]
+    plan = level_plan(config, level.name)
+    parent_count = run.geounits[parent_level.name]
+    below = run.below.get(level.name)
+
+    def parent_of(frame: DataFrame) -> DataFrame:
+        return with_parent(frame, level.name, parent_level, run.facts.parents)
+
+    invariants = level_invariants(run.facts, level.name)
     if below is not None:
         invariants = invariants.join(F.broadcast(below), "geocode", "left")
     children = parent_of(invariants).join(
@@ -150,12 +147,12 @@ def solve_level(
 
     partitions = config.file.spark.shuffle_partitions
     if parent_count > SIZE_ORDER_MAX_PARENTS * partitions:
-        parent_index = config.geography.names.index(parent_level.name)
-        files = exchanged if plan.target == "measurements" else None  # the NMF's rows only
-        if files is not None and histograms.parents is None and covers(files, parent_index):
+        files = run.exchanged if plan.target == "measurements" else None  # the NMF's rows only
+        coded = level.name in run.facts.parents
+        if files is not None and not coded and covers(files, index - 1):
             return by_files(children, plan.level, files, parent_level.length, _names(plan), solve)
-        return _by_hash(nmf, children, plan, parent_of, solve)
-    return _by_size(nmf, children, plan, partitions if parent_count > 1 else None, solve)
+        return _by_hash(run.answers, children, plan, parent_of, solve)
+    return _by_size(run.answers, children, plan, partitions if parent_count > 1 else None, solve)
 
 
 #: Families are ordered by size when the level has at most this many parents per shuffle
@@ -227,41 +224,16 @@ def level_done(spark: SparkSession, output: str, level: str) -> bool:
 
 
 def solve_and_checkpoint(
-    spark: SparkSession,
-    config: Config,
-    nmf: DataFrame,
-    histograms: dict[str, LevelHistograms],
-    output: str,
-    index: int,
-    parents: DataFrame | None,
-    parent_count: int,
-    counter: Accumulator | None = None,
-    below: DataFrame | None = None,
-    exchanged: Exchanged | None = None,
+    run: LevelRun, index: int, parents: DataFrame | None, counter: Accumulator | None = None
 ) -> tuple[DataFrame, LevelReport]:
-    """One level: reuse its checkpoint if a previous run finished it, else solve and write it
-    (``parents``: the level above's solution, ``parent_count`` geounits; None at the root;
-    ``below``: the level's subtree totals, das.postprocess.below; ``exchanged``: as
-    ``solve_level``'s)."""
+    """Level ``index``: reuse its checkpoint if a previous run finished it, else solve and
+    write it (``parents``: the level above's solution; None at the root)."""
+    config, spark = run.config, run.spark
     level = config.geography.levels[index]
-    path = checkpoint_path(output, level.name)
-    reused = level_done(spark, output, level.name)
+    path = checkpoint_path(run.output, level.name)
+    reused = level_done(spark, run.output, level.name)
     if not reused:
-        if parents is None:
-            solved = solve_root(spark, config, nmf, histograms[level.name])
-        else:
-            parent_level = config.geography.levels[index - 1]
-            solved = solve_level(
-                config,
-                nmf,
-                histograms[level.name],
-                parent_level,
-                parents,
-                parent_count,
-                counter,
-                below,
-                exchanged,
-            )
+        solved = solve_root(run) if parents is None else solve_level(run, index, parents, counter)
         RunMode.of(config.seed).mark(solved).write.mode("overwrite").parquet(path)
     done = spark.read.schema(SOLUTION_SCHEMA).parquet(path)
     return done, _report(done, level.name, reused)

@@ -19,17 +19,17 @@ from typing import Protocol, TypeVar, overload
 import numpy as np
 import pyarrow as pa
 from pyspark import Accumulator, AccumulatorParam
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from das.input.read import LevelHistograms
 from das.privacy.answers import row_sums
 from das.privacy.generator import Rng
+from das.privacy.nmf import NMF_SCHEMA
 from das.privacy.sampler import discrete_gaussian_rows
 from das.spark.marks import RunMode
-from das.spark.storage import exists, qualified
+from das.spark.storage import qualified
 from das.spark.task_files import (
     PART,
     ROWS_SCHEMA,
@@ -45,18 +45,6 @@ from das.spec.config import Config
 from das.spec.schema import Query
 
 log = logging.getLogger("das.measure")
-
-NMF_SCHEMA = T.StructType(
-    [
-        T.StructField("level", T.StringType(), False),
-        T.StructField("geocode", T.StringType(), False),
-        T.StructField("query", T.StringType(), False),
-        T.StructField("values", T.ArrayType(T.LongType(), False), False),
-        T.StructField("variance", T.DoubleType(), False),
-        T.StructField("variance_exact", T.StringType(), False),
-    ]
-)
-
 
 S = TypeVar("S")
 
@@ -345,40 +333,3 @@ def _files(
         yield rows_written(rows)
 
     return written
-
-
-def nmf_complete(spark: SparkSession, path: str) -> bool:
-    """True when a previous run finished writing the NMF at ``path`` (any file system Spark knows)."""
-    return exists(spark, f"{path.rstrip('/')}/_SUCCESS")
-
-
-def read_nmf(spark: SparkSession, path: str) -> DataFrame:
-    """The noisy measurements, read back from disk: the only source post-processing uses."""
-    return spark.read.schema(NMF_SCHEMA).parquet(path)
-
-
-def pivot_measurements(
-    nmf: DataFrame, keys: list[str], queries: list[str], prefix: str = "q"
-) -> DataFrame:
-    """One row per ``keys`` value, then column ``{prefix}{i}`` = noisy values of queries[i]
-    (null where that query was not measured).
-
-    Columns are positional because query names such as ``votingage*cenrace`` are awkward
-    column names; callers index them by the order of ``queries``. Each geounit's
-    (query, values) pairs are collected into one map, which Spark aggregates by hash; a
-    ``first(when(query = q))`` per query has array buffers that it can only sort-aggregate,
-    which is slower. A query measured twice for one geounit fails the map (duplicate key)
-    rather than passing one of them silently.
-    """
-    answers = nmf.groupBy(*keys).agg(
-        F.map_from_entries(F.collect_list(F.struct("query", "values"))).alias("_answers")
-    )
-    return answers.select(
-        *keys,
-        *[F.element_at("_answers", F.lit(q)).alias(f"{prefix}{i}") for i, q in enumerate(queries)],
-    )
-
-
-def level_measurements(nmf: DataFrame, level: str, queries: list[str]) -> DataFrame:
-    """One row per geounit of ``level``: geocode, then column ``q{i}`` = noisy values of queries[i]."""
-    return pivot_measurements(nmf.filter(F.col("level") == level), ["geocode"], queries)

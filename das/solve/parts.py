@@ -1,38 +1,37 @@
 """The rounding of a large family in independent parts, every constraint still exact.
 
 A county with its ~2,400 tracts is one rounding problem with ~10^5 movable counts; its LP
-relaxation (interior point + crossover) grows faster than linearly in the children and
-held one core for minutes (on a loaded machine it overran the LP's 10-minute guard). Its
-only coupling across children is the children-sum of each block: every other row (a
-child's fixed total, its facility-group bounds) and every term of the objective belongs to
-one child. So the children are cut into consecutive parts of about ``PART_MOVABLE``
-movable counts, each part gets an integer share of every block first (the apportionment,
-below), and then each part is an ordinary rounding problem (``round_counts``) with its
-shares as its parent, independent of the others and solved side by side on
-``das.solve.threads``' threads (HiGHS releases the GIL).
+relaxation (interior point + crossover) grows faster than linearly in the children, so one
+such LP can hold a core for longer than the LP's guard allows. Its only coupling across
+children is the children-sum of each block: every other row (a child's fixed total, its
+facility-group bounds) and every term of the objective belongs to one child. So the
+children are cut into consecutive parts of about ``PART_MOVABLE`` movable counts, each
+part gets an integer share of every block first (the apportionment, below), and then each
+part is an ordinary rounding problem (``round_counts``) with its shares as its parent,
+independent of the others and solved side by side on ``das.solve.threads``' threads (HiGHS
+releases the GIL).
 
 **The apportionment is an exact, feasible rounding of a simpler objective.** It rounds the
 whole family once under every constraint, fitted to the pass's finest query only (for the
 production strategy ``detailed``, one row per block): each count's cost is then linear in
 its increment, no auxiliary |.| rows are needed, and the constraints are a transportation
 problem with nested rows, whose LP has integral vertices, so one LP (no branching) gives
-it, by dual simplex without presolve (``das.solve.highs.LpMethod``): under a second
-on the LA-like tract family. Each part's share of a block is that rounding's sum over the
-part's children. That rounding is itself a feasible point of each part's problem, so no
-part can be infeasible, and the parts' counts add up to the parent block by block,
-whatever they are.
+it, by dual simplex without presolve (``das.solve.highs.LpMethod``). Each part's share of
+a block is that rounding's sum over the part's children. That rounding is itself a
+feasible point of each part's problem, so no part can be infeasible, and the parts' counts
+add up to the parent block by block, whatever they are.
 
-**What it costs in accuracy.** Each part's rounding is optimal (within the MIP gap) for its
-shares, but the shares were chosen for the finest query alone, so the joint rounding's
+**What it costs in accuracy.** Each part's rounding is optimal (within the MIP gap) for
+its shares, but the shares were chosen for the finest query alone, so the joint rounding's
 L1 distance to the L2 answer over all queries is a little larger than the family's own
 optimum (docs/performance.md gives the figures); the L2 fit, and so the estimate the
 rounding stays next to, is the same.
 
 Only a pass with more than ``SPLIT_MOVABLE`` movable counts whose child rows are at most
 the fixed totals is split; the others (every block and block-group family) are rounded
-whole, as before. The
-parts depend only on the family (children in geocode order), never on Spark's
-partitioning or the thread count, so a seed gives the same counts on any cluster.
+whole, as before. The parts depend only on the family (children in geocode order), never
+on Spark's partitioning or the thread count, so a seed gives the same counts on any
+cluster.
 """
 
 from __future__ import annotations
@@ -56,9 +55,9 @@ if TYPE_CHECKING:
 SPLIT_MOVABLE = 20_000
 
 #: Movable counts per part, about (parts are consecutive children, balanced by their
-#: movable counts). A part's LP grows faster than linearly: on the LA-like tract family
-#: (157k movable counts) parts of 5,000 took 72-92 CPU-s, of 2,500 62-65, of 1,250 39,
-#: for an L1 distance to the fit 1.2% and 2.9% larger than at 5,000 (docs/performance.md).
+#: movable counts). A part's LP grows faster than linearly, so smaller parts cost less in
+#: all, for a slightly larger L1 distance to the fit (bench/profile_family.py measures
+#: both).
 PART_MOVABLE = 1_250
 
 

@@ -1,11 +1,12 @@
 """A geounit's total estimated from all its measured queries, and combined with what its
 subtree measured: the scalar inverse-variance combinations that the total pass fits.
 
-``das.estimate.tree`` is the same estimator for every query and cell at once (its
-bottom-up pass adds precision matrices where this module adds informations); this module
-is the one home of the totals-only form, used by the family's total pass
-(``das.solve.family``), the bottom-up pass over the NMF on Spark
-(``das.postprocess.below``) and ``bench/total_bound.py``.
+This module is the one home of that maths: the family's total pass (``das.solve.family``)
+and the bottom-up pass over the NMF on Spark (``das.postprocess.below``) both call it.
+``das.estimate.tree`` is the tree-wide BLUE of every query and cell at once (its bottom-up
+pass adds precision matrices where this module adds informations); its ``total`` is the
+best linear unbiased estimate of a total, which ``bench/total_bound.py`` reads from
+``estimates/``.
 """
 
 from __future__ import annotations

@@ -8,19 +8,32 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bench.total_bound import nmf_answers
+from das.confidential.validation import validate_run
 from das.input.read import read_histograms
 from das.job.run import run_job
-from das.output.validate import validate_run
 from das.postprocess.below import below_totals, own_totals, own_totals_by_files, total_pass_levels
-from das.privacy.measure import read_nmf
+from das.postprocess.public import read_public
+from das.privacy.nmf import read_nmf
 from das.solve.family import allowed_cells, facility_bounds
-from das.solve.plan import level_plan
+from das.solve.plan import LevelPlan, level_plan
 from das.solve.totals import combined_information, with_below
 from das.spark.storage import arrow_files
 from tests.helpers import demo_config
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
+
+
+def nmf_answers(plan: LevelPlan, nmf: pd.DataFrame) -> tuple[list[str], dict[str, np.ndarray]]:
+    """The level's geocodes (ascending) and each query's noisy answers (geounits x cells)."""
+    rows = nmf[nmf["level"] == plan.level]
+    codes = sorted(rows["geocode"].unique())
+    answers = {
+        q.name: np.stack(
+            rows[rows["query"] == q.name].set_index("geocode").loc[codes, "values"].to_numpy()
+        ).astype(np.float64)
+        for q in plan.queries
+    }
+    return codes, answers
 
 
 def _own(config, nmf: pd.DataFrame, histograms: pd.DataFrame, level: str):
@@ -37,23 +50,25 @@ def test_the_files_path_gives_sparks_own_totals_exactly(spark, demo_input, demo_
     """A task per NMF file with pyarrow (where pyarrow opens the NMF) against Spark's
     scan, join and aggregation: the same rows, bit for bit."""
     config = demo_config()
-    histograms = read_histograms(spark, config, str(demo_input))
+    facts = read_public(spark, config, str(demo_run))
     nmf = read_nmf(spark, str(demo_run / "nmf"))
     files = arrow_files(nmf)
     assert files is not None and len(files) == 2  # two partitions: one task each
     levels = config.geography.levels[1:]
     keys = [("level", "ascending"), ("geocode", "ascending")]
-    by_spark = own_totals(config, nmf, histograms, levels).toArrow().sort_by(keys)
-    by_files = own_totals_by_files(spark, config, files, histograms, levels).toArrow()
+    by_spark = own_totals(config, nmf, facts, levels).toArrow().sort_by(keys)
+    by_files = own_totals_by_files(spark, config, files, nmf, facts, levels).toArrow()
     assert by_files.sort_by(keys).equals(by_spark)
     assert set(by_spark["level"].to_pylist()) == {level.name for level in levels}
 
 
 def test_the_bottom_up_pass_sums_every_childs_combination(spark, demo_input, demo_run):
-    """On the shared demo run (tests/conftest.py), read only."""
+    """On the shared demo run (tests/conftest.py), read only: the pass takes the units the
+    run published; the expected sums here take them from the input's histograms."""
     config = demo_config()
-    histograms = read_histograms(spark, config, str(demo_input))
-    found = below_totals(spark, config, read_nmf(spark, str(demo_run / "nmf")), histograms)
+    histograms = read_histograms(spark, config, str(demo_input))  # the truth, to check against
+    facts = read_public(spark, config, str(demo_run))
+    found = below_totals(spark, config, read_nmf(spark, str(demo_run / "nmf")), facts)
     assert set(found) == set(total_pass_levels(config)[:-1])  # not the lowest level
     nmf = pd.read_parquet(demo_run / "nmf")
     levels = config.geography.levels

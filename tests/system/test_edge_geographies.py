@@ -13,9 +13,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from das.confidential.validation import validate_run
 from das.job.run import run_job
 from das.output.microdata import microdata_schema, read_microdata
-from das.output.validate import validate_run
 from das.spec.config import load_config
 from tests.conftest import ROOT
 from tests.helpers import tiny_input, write_input

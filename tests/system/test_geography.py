@@ -8,13 +8,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from das.confidential.validation import _per_geounit, validate_run
 from das.errors import UserError
 from das.fixtures.synthetic import Shape, write_synthetic_fixture
 from das.input.files import check_input_files
 from das.input.geography import load_geography
 from das.input.read import read_histograms, with_parent
 from das.job.run import run_job
-from das.output.validate import _per_geounit, validate_run
 from das.spec.config import load_config
 from tests.conftest import ROOT
 from tests.helpers import assert_known_zeros, tiny_input, write_input

@@ -17,8 +17,8 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
+from das.confidential.validation import validate_run
 from das.job.run import run_job
-from das.output.validate import validate_run
 from das.spark.marks import RunMode, check_marks
 from tests.conftest import ROOT
 from tests.helpers import demo_config, demo_job_args, file_stamps, job_env

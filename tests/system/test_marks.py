@@ -11,11 +11,11 @@ import pandas as pd
 import pytest
 from pyspark.sql import functions as F
 
+from das.confidential.validation import validate_run
 from das.errors import InternalError
 from das.job import run as run_module
 from das.job.cli import main
 from das.job.run import run_job
-from das.output.validate import validate_run
 from das.spark.marks import (
     PUBLIC_PARQUET,
     SPARK_SCHEMA_KEY,

@@ -12,13 +12,8 @@ import pytest
 from das.confidential.error_sums import noise_errors
 from das.input.read import read_histograms
 from das.privacy.generator import seeded_rng
-from das.privacy.measure import (
-    NMF_SCHEMA,
-    noise_label,
-    pivot_measurements,
-    read_nmf,
-    write_nmf,
-)
+from das.privacy.measure import noise_label, write_nmf
+from das.privacy.nmf import NMF_SCHEMA, pivot_measurements, read_nmf
 from das.privacy.sampler import discrete_gaussian
 from das.spark.marks import SPARK_SCHEMA_KEY, schema_modes
 from das.spark.task_files import PART

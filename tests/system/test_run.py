@@ -16,11 +16,11 @@ import pandas as pd
 import pytest
 
 from das.confidential.summary import overall
+from das.confidential.validation import validate_run
 from das.fixtures.pl94 import write_pl94_fixture
 from das.job.cli import main
 from das.job.run import run_job
 from das.output.microdata import read_microdata
-from das.output.validate import validate_run
 from das.postprocess import levels
 from das.postprocess.levels import SOLUTION_SCHEMA, _report
 from das.spec.config import load_config

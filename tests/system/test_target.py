@@ -14,13 +14,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from das.confidential.validation import validate_run
 from das.errors import UserError
 from das.estimate.recode import recoded_estimate
 from das.fixtures.synthetic import write_synthetic_fixture
 from das.job.cli import main
 from das.job.estimate import estimate_command_body
 from das.job.run import run_job
-from das.output.validate import validate_run
 from das.spec.config import load_config
 from tests.conftest import ROOT
 

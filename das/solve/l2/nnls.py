@@ -75,19 +75,17 @@ if TYPE_CHECKING:
     from das.solve.compact import CompactProblem
 
 #: Active-set steps before falling back to the interior-point working-set method. Cycling
-#: and singular faces are caught at once; this bounds only slow convergence. The U.S.-shaped
-#: input's largest state families (60 counties with tens of thousands of persons each) need
-#: 28-51 steps of under 0.1 s each; at 25 they fell back to Clarabel, which took 25-608 s on
-#: them and stopped short of the optimum. Four times the most seen.
+#: and singular faces are caught at once; this bounds only slow convergence: large state
+#: families (dozens of counties) take tens of cheap steps, where the fallback (Clarabel)
+#: is far slower and stops short of the optimum. Several times the most seen.
 MAX_ACTIVE_SET_STEPS = 200
 
 #: Steps of one change each (after a cycle) before the active-set method gives up.
 SINGLE_STEPS = 40
 
-#: Active-set steps from the face of Clarabel's first working-set round. Its later rounds
-#: can cost minutes (a U.S.-shaped county family: 2.7 s for 4,190 variables, then 100 s
-#: for 8,960, as the factorisation fills in) where 13 steps from the first round's face
-#: reached the optimum in 0.7 s.
+#: Active-set steps from the face of Clarabel's first working-set round: its later rounds
+#: grow costly as the factorisation fills in, where a few active-set steps from the first
+#: round's face reach the optimum.
 FIRST_POLISH_STEPS = 50
 
 #: Proximal steps (weight PROXIMAL_WEIGHT * mean diagonal of Q) when Q is singular.

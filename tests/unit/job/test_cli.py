@@ -262,7 +262,7 @@ def _validate(world: Path, monkeypatch: pytest.MonkeyPatch, result: object) -> i
         return list(result)  # type: ignore[call-overload]
 
     monkeypatch.setattr(session, "spark_session", lambda *a, **k: _Spark())
-    monkeypatch.setattr("das.output.validate.validate_run", validate_run)
+    monkeypatch.setattr("das.confidential.validation.validate_run", validate_run)
     monkeypatch.setattr("das.output.validate.run_mode", lambda spark, output: RunMode.of(1))
     return main(["validate", "--input", str(world / "in"), "--output", str(world / "run")])
 

@@ -172,7 +172,7 @@ def test_the_certificate_publishes_no_raw_input_count():
     assert {k for k in keys if k.startswith("input")} == {"input", "input_records"}  # config
     free = load_config(ROOT / "configs" / "demo.toml", overrides=["strategy.invariants={}"])
     assert free.total_invariant_level is None
-    records = records_section(free, {}, 7)  # the input's count is not even computed
+    records = records_section(free, 9, 7)  # the total is not invariant: not the input's count
     assert records == Records(7) and records.to_dict() == {"output_records": 7}
 
 

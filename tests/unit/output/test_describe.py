@@ -20,7 +20,7 @@ from das.output.microdata import microdata_schema
 from das.postprocess.levels import checkpoint_path
 from das.postprocess.report import LevelReport
 from das.postprocess.rows import SOLUTION_ARROW
-from das.privacy.measure import NMF_SCHEMA
+from das.privacy.nmf import NMF_SCHEMA
 from das.spark import storage
 from das.spec.config import load_config
 from das.spec.schema import load_schema, shipped_schemas

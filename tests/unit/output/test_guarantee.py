@@ -19,12 +19,13 @@ def test_persons_product_protects_a_person_and_lists_its_invariants_and_constrai
     assert found.invariants[0].startswith("the geography: every block with a row in the units")
     assert found.invariants[1] == (
         "the number of persons in each geounit of the levels us, state "
-        "(strategy.invariants.total = 'state')"
+        "(strategy.invariants.total = 'state') (invariants/, query 'total')"
     )
     assert (
         "occupied group-quarters facilities of each type (correctional, juvenile,"
         in (found.invariants[2])
     )
+    assert found.invariants[2].endswith("(invariants/, query 'units')")
     assert found.structural_constraints[0] == (
         "structural zero: no person with hhgq = nursing and votingage = under_18"
     )
@@ -41,7 +42,7 @@ def test_housing_unit_product_protects_a_housing_unit():
     assert "one housing unit's record changed" in found.definition
     assert found.invariants[1] == (
         "the number of housing units in each geounit of the levels us, state, county, tract, "
-        "block_group, block (strategy.invariants.total = 'block')"
+        "block_group, block (strategy.invariants.total = 'block') (invariants/, query 'total')"
     )
     assert len(found.invariants) == 2  # no group-quarters bounds in this schema
     assert found.structural_constraints == (
@@ -107,7 +108,7 @@ def test_a_new_schema_states_its_own_unit_zeros_bounds_and_invariants(tmp_path):
     assert "one lamp's record changed" in found.definition
     assert found.invariants[1] == (
         "the number of lamps in each geounit of the levels us, state "
-        "(strategy.invariants.total = 'state')"
+        "(strategy.invariants.total = 'state') (invariants/, query 'total')"
     )
     assert "(barracks, cell, ward, dorm, ship, hall, camp)" in found.invariants[2]
     assert found.structural_constraints[0] == (

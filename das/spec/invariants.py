@@ -1,0 +1,64 @@
+"""What ``invariants/`` publishes: the input's facts a configuration holds exact, as data.
+
+One declaration serves the writer (``das.input.publish``), the readers (the estimate and
+the post-processor, which take these facts from the file, never from the input), the
+certificate's list of invariants (``das.output.guarantee``) and the validator, which
+checks that the file holds exactly what is declared: the four cannot disagree.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from das.spec.config import Config
+
+#: The query of the rows that hold a geounit's exact total (one value).
+TOTAL = "total"
+#: The query of a block's row of unit counts: whether it has a housing unit (0/1), then its
+#: number of occupied group-quarters facilities of each type 1..7.
+UNITS = "units"
+
+
+@dataclass(frozen=True)
+class Published:
+    """One kind of row of ``invariants/``: its query, the levels that have it, and what it
+    states, in the certificate's words."""
+
+    query: str
+    levels: tuple[str, ...]
+    statement: str
+
+
+def published(config: Config) -> tuple[Published, ...]:
+    """The kinds of rows ``invariants/`` holds for ``config`` (none: no ``invariants/``)."""
+    schema, geography = config.schema, config.geography
+    unit = schema.protected_unit or schema.record.removesuffix("s")
+    found = []
+    if config.total_invariant_level is not None:
+        levels = tuple(geography.names[: geography.index(config.total_invariant_level) + 1])
+        found.append(
+            Published(
+                TOTAL,
+                levels,
+                f"the number of {unit}s in each geounit of the levels {', '.join(levels)} "
+                f"(strategy.invariants.total = {config.total_invariant_level!r})",
+            )
+        )
+    if schema.facility_attribute is not None:
+        attribute = schema.attribute(schema.facility_attribute)
+        found.append(
+            Published(
+                UNITS,
+                (geography.block.name,),
+                "per block (and so per geounit): whether it has a housing unit and the number "
+                "of occupied group-quarters facilities of each type "
+                f"({', '.join(attribute.levels[1:])}): the {attribute.name} bounds and the "
+                "estimate's known zeros",
+            )
+        )
+    return tuple(found)
+
+
+def total_levels(config: Config) -> tuple[str, ...]:
+    """The levels whose totals ``invariants/`` holds (the root down to the configured one)."""
+    return next((p.levels for p in published(config) if p.query == TOTAL), ())
