@@ -1,4 +1,4 @@
-"""The ``das`` command: build fixtures, run the TopDown job, validate its output.
+"""The ``das`` command: build fixtures, run the TopDown job, validate and tabulate its output.
 
 A user's mistake (bad argument, config, input or path) prints one clear message and exits
 with code 2, as does ``das validate`` on an output that is not valid (a result, not a bug);
@@ -177,6 +177,8 @@ def parser() -> argparse.ArgumentParser:
     estimate.add_argument("output", help="the run's output directory (nmf/, invariants/, run.json)")
     add_conf_argument(estimate)
 
+    add_tabulate_arguments(commands)
+
     fixture = add_command(commands, "fixture", "write a deterministic test input")
     kinds = fixture.add_subparsers(dest="kind", required=True)
     blocks = add_command(kinds, "blocks", "expand real block counts into persons and units")
@@ -201,6 +203,47 @@ def parser() -> argparse.ArgumentParser:
     synthetic.add_argument("--out", required=True)
     add_cluster_arguments(commands)
     return top
+
+
+def add_tabulate_arguments(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``das tabulate OUTPUT``: the P.L. 94-171 tables of a finished run."""
+    tabulate = add_command(
+        commands,
+        "tabulate",
+        "the P.L. 94-171 tables (P1-P5, H1) of a run, for every geounit and area",
+        "Write the P.L. 94-171 tables of a finished run (P1-P5 from a persons run, H1 from "
+        "an occupancy run) from its public files, one file per table under OUTPUT/tables/: "
+        "a row per geounit of every level (and per area of --areas), a column per Census "
+        "line identifier (P0010001 ...); lines.csv labels them. No Spark.",
+    )
+    tabulate.add_argument("output", help="the run's output directory (mdf/, levels/, run.json)")
+    tabulate.add_argument(
+        "--areas",
+        metavar="FILE",
+        help="a block-assignment file (CSV, comma or | separated, or Parquet): a GEOID (or "
+        "BLOCKID) column and one column per kind of area, its value the block's area code",
+    )
+    tabulate.add_argument(
+        "--format", choices=("csv", "parquet"), default="csv", help="the tables' format (csv)"
+    )
+    tabulate.add_argument(
+        "--input",
+        metavar="DIR",
+        help="tabulate this confidential input (the run's) instead of the protected microdata, "
+        "into <confidential>/tables/ (NOT public; reads it on Spark)",
+    )
+    tabulate.add_argument(
+        "--confidential",
+        metavar="DIR",
+        help="the run's confidential directory, with --input (default: <output>-confidential)",
+    )
+    tabulate.add_argument(
+        "--out",
+        metavar="DIR",
+        help="write the tables here instead (default: OUTPUT/tables, or <confidential>/tables "
+        "with --input; never inside OUTPUT with --input)",
+    )
+    add_conf_argument(tabulate)
 
 
 def add_cluster_arguments(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -357,6 +400,16 @@ def estimate_command(args: argparse.Namespace) -> None:
     print(estimate_command_body(args.output, parse_spark_conf(args.conf)))
 
 
+def tabulate_command(args: argparse.Namespace) -> None:
+    from das.job.tabulate import TabulateRequest, tabulate_command_body
+    from das.spark.session import parse_spark_conf
+
+    request = TabulateRequest(
+        args.output, args.areas, args.format, args.input, args.confidential, args.out
+    )
+    print(tabulate_command_body(request, parse_spark_conf(args.conf)))
+
+
 def cluster_command(args: argparse.Namespace) -> None:
     from das.cluster.standalone import load_state, start_cluster, stop_cluster
 
@@ -392,6 +445,7 @@ COMMANDS = {
     "validate": validate_command,
     "check": check_command,
     "estimate": estimate_command,
+    "tabulate": tabulate_command,
     "audit": audit_command,
     "cluster": cluster_command,
 }
