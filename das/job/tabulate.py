@@ -24,6 +24,7 @@ from das.output.areas import read_areas
 from das.output.geounits import Grouping, Hierarchy, hierarchy, run_blocks, run_parents
 from das.output.tables import Table, tables_for
 from das.output.tabulate import FORMATS, mdf_blocks, mdf_histogram, tabulate, write_tables
+from das.spark.marks import RunMode
 from das.spark.session import SparkSetting
 from das.spec.config import Config, build_config
 
@@ -73,12 +74,14 @@ def tabulate_command_body(request: TabulateRequest, spark_conf: Sequence[SparkSe
         mdf_histogram(mdf, config.schema, tree.blocks), groupings, tables, config.schema
     )
     out = request.out or join(request.output, TABLES_DIR)
-    written = write_tables(found, tables, out, request.format)
+    mode = RunMode.of(config.seed)
+    written = write_tables(found, tables, out, request.format, mode.metadata)
     rows = ", ".join(f"{g.name} {g.codes.size:,}" for g in groupings)
+    warning = f"\n{mode.label}" if mode.test else ""
     return (
         f"tables written to {out} in {time.perf_counter() - start:.1f} s: "
         f"{', '.join(t.name for t in tables)}, a row per geounit or area ({rows}); "
-        f"line labels in {os.path.basename(written[-1])}"
+        f"line labels in {os.path.basename(written[-1])}{warning}"
     )
 
 
@@ -103,7 +106,7 @@ def _confidential_tables(
     spark = spark_session(SparkSection(), "das tabulate", spark_conf)
     tree, hist = input_histogram(spark, config, input_dir)
     found = tabulate(hist, _groupings(request, config, tree), tables, config.schema)
-    write_tables(found, tables, out, request.format)
+    write_tables(found, tables, out, request.format, RunMode.of(config.seed).metadata)
     return (
         f"tables of the input written to {out} in {time.perf_counter() - start:.1f} s: "
         f"{', '.join(t.name for t in tables)}  (confidential: never publish)"

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -140,9 +140,14 @@ def lines_table(tables: Sequence[Table]) -> pa.Table:
 
 
 def write_tables(
-    found: dict[str, pa.Table], tables: Sequence[Table], out: str, fmt: str
+    found: dict[str, pa.Table],
+    tables: Sequence[Table],
+    out: str,
+    fmt: str,
+    marks: Mapping[str, str] | None = None,
 ) -> list[str]:
-    """``out/<table>.<fmt>`` for each table and ``out/lines.<fmt>``; the paths written."""
+    """``out/<table>.<fmt>`` for each table and ``out/lines.<fmt>``; the paths written.
+    Parquet files carry ``marks`` (the run's mode) in their footer, as the run's own do."""
     if fmt not in FORMATS:
         raise UserError(f"--format {fmt!r}: choose one of {', '.join(FORMATS)}")
     os.makedirs(out, exist_ok=True)
@@ -152,6 +157,6 @@ def write_tables(
         if fmt == "csv":
             pacsv.write_csv(table, path)
         else:
-            pq.write_table(table, path, compression="zstd")
+            pq.write_table(table.replace_schema_metadata(marks), path, compression="zstd")
         written.append(path)
     return written

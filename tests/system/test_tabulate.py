@@ -7,6 +7,7 @@ import json
 
 import numpy as np
 import pandas as pd
+import pyarrow.parquet as pq
 import pytest
 
 from das.job.cli import main
@@ -89,6 +90,7 @@ def test_the_tables_go_under_the_run_by_default(demo_run, tmp_path):
         (run / name).symlink_to(demo_run / name)
     assert main(["tabulate", str(run), "--format", "parquet"]) == 0
     p5 = pd.read_parquet(run / "tables" / "P5.parquet")
+    assert pq.read_schema(run / "tables" / "P5.parquet").metadata[b"das.mode"] == b"test"
     assert p5.columns.tolist()[:3] == ["level", "geocode", "P0050001"]
 
 
