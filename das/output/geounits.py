@@ -20,6 +20,7 @@ import pandas as pd
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
+from das.errors import InternalError
 from das.spec.geography import Geography
 
 log = logging.getLogger("das.tabulate")
@@ -37,7 +38,7 @@ class Grouping:
 
     def __post_init__(self) -> None:
         if self.of_block.size and self.of_block.max() >= self.codes.size:
-            raise ValueError(f"grouping {self.name}: a block's group is out of range")
+            raise InternalError(f"grouping {self.name}: a block's group is out of range")
 
 
 @dataclass(frozen=True)
