@@ -177,7 +177,7 @@ def parser() -> argparse.ArgumentParser:
     estimate.add_argument("output", help="the run's output directory (nmf/, invariants/, run.json)")
     add_conf_argument(estimate)
 
-    add_tabulate_arguments(commands)
+    add_tabulate_command(commands)
 
     fixture = add_command(commands, "fixture", "write a deterministic test input")
     kinds = fixture.add_subparsers(dest="kind", required=True)
@@ -205,44 +205,12 @@ def parser() -> argparse.ArgumentParser:
     return top
 
 
-def add_tabulate_arguments(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def add_tabulate_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """``das tabulate OUTPUT``: the P.L. 94-171 tables of a finished run."""
-    tabulate = add_command(
-        commands,
-        "tabulate",
-        "the P.L. 94-171 tables (P1-P5, H1) of a run, for every geounit and area",
-        "Write the P.L. 94-171 tables of a finished run (P1-P5 from a persons run, H1 from "
-        "an occupancy run) from its public files, one file per table under OUTPUT/tables/: "
-        "a row per geounit of every level (and per area of --areas), a column per Census "
-        "line identifier (P0010001 ...); lines.csv labels them. No Spark.",
-    )
-    tabulate.add_argument("output", help="the run's output directory (mdf/, levels/, run.json)")
-    tabulate.add_argument(
-        "--areas",
-        metavar="FILE",
-        help="a block-assignment file (CSV, comma or | separated, or Parquet): a GEOID (or "
-        "BLOCKID) column and one column per kind of area, its value the block's area code",
-    )
-    tabulate.add_argument(
-        "--format", choices=("csv", "parquet"), default="csv", help="the tables' format (csv)"
-    )
-    tabulate.add_argument(
-        "--input",
-        metavar="DIR",
-        help="tabulate this confidential input (the run's) instead of the protected microdata, "
-        "into <confidential>/tables/ (NOT public; reads it on Spark)",
-    )
-    tabulate.add_argument(
-        "--confidential",
-        metavar="DIR",
-        help="the run's confidential directory, with --input (default: <output>-confidential)",
-    )
-    tabulate.add_argument(
-        "--out",
-        metavar="DIR",
-        help="write the tables here instead (default: OUTPUT/tables, or <confidential>/tables "
-        "with --input; never inside OUTPUT with --input)",
-    )
+    from das.job.tabulate_args import DESCRIPTION, HELP, add_tabulate_arguments
+
+    tabulate = add_command(commands, "tabulate", HELP, DESCRIPTION)
+    add_tabulate_arguments(tabulate)
     add_conf_argument(tabulate)
 
 
