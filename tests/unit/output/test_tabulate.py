@@ -5,7 +5,6 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 
 from das.errors import UserError
@@ -15,25 +14,12 @@ from das.output.tables import histogram, tables_for
 from das.output.tabulate import mdf_blocks, mdf_histogram, record_cells, tabulate, write_tables
 from das.spec.geography import Geography
 from das.spec.schema import load_schema
+from tests.helpers import write_mdf
 
 PERSONS = load_schema("pl94_persons")
 UNITS = load_schema("h1_units")
 GEOGRAPHY = Geography.from_pairs([["state", 2], ["county", 5], ["tract", 11], ["block", 15]])
 BLOCKS = np.array(["440010001001000", "440010001001001", "440030002001000", "440030002001001"])
-
-
-def write_mdf(path, schema, cells_by_block: dict[str, dict[int, int]]) -> None:
-    """An MDF as the job lays it out: TABBLKST=../TABBLKCOU=../ files of expanded blocks."""
-    for geoid, found in cells_by_block.items():
-        records = expand_blocks(
-            pa.array([geoid]),
-            pa.array([list(found)], pa.list_(pa.int32())),
-            pa.array([list(found.values())], pa.list_(pa.int64())),
-            schema,
-        ).drop_columns(["TABBLKST", "TABBLKCOU"])
-        folder = path / f"TABBLKST={geoid[:2]}" / f"TABBLKCOU={geoid[2:5]}"
-        folder.mkdir(parents=True, exist_ok=True)
-        pq.write_table(records, folder / f"part-{geoid}.parquet")
 
 
 def test_every_cell_comes_back_from_its_published_codes():
