@@ -9,9 +9,11 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from das.input.contract import UNITS
+from das.output.microdata import expand_blocks
 from das.spec.config import Config, load_config
 
 
@@ -163,3 +165,17 @@ def assert_known_zeros(config: Config, input_dir: Path, output: Path) -> None:
         assert np.all(row.variances[live] > 0.0)
         zeros += int((~live).sum())
     assert zeros > len(detailed) * schema.size // 2
+
+
+def write_mdf(path, schema, cells_by_block: dict[str, dict[int, int]]) -> None:
+    """An MDF as the job lays it out: TABBLKST=../TABBLKCOU=../ files of expanded blocks."""
+    for geoid, found in cells_by_block.items():
+        records = expand_blocks(
+            pa.array([geoid]),
+            pa.array([list(found)], pa.list_(pa.int32())),
+            pa.array([list(found.values())], pa.list_(pa.int64())),
+            schema,
+        ).drop_columns(["TABBLKST", "TABBLKCOU"])
+        folder = path / f"TABBLKST={geoid[:2]}" / f"TABBLKCOU={geoid[2:5]}"
+        folder.mkdir(parents=True, exist_ok=True)
+        pq.write_table(records, folder / f"part-{geoid}.parquet")

@@ -1,4 +1,4 @@
-"""The ``das`` command: build fixtures, run the TopDown job, validate its output.
+"""The ``das`` command: build fixtures, run the TopDown job, validate and tabulate its output.
 
 A user's mistake (bad argument, config, input or path) prints one clear message and exits
 with code 2, as does ``das validate`` on an output that is not valid (a result, not a bug);
@@ -177,6 +177,8 @@ def parser() -> argparse.ArgumentParser:
     estimate.add_argument("output", help="the run's output directory (nmf/, invariants/, run.json)")
     add_conf_argument(estimate)
 
+    add_tabulate_command(commands)
+
     fixture = add_command(commands, "fixture", "write a deterministic test input")
     kinds = fixture.add_subparsers(dest="kind", required=True)
     blocks = add_command(kinds, "blocks", "expand real block counts into persons and units")
@@ -201,6 +203,15 @@ def parser() -> argparse.ArgumentParser:
     synthetic.add_argument("--out", required=True)
     add_cluster_arguments(commands)
     return top
+
+
+def add_tabulate_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``das tabulate OUTPUT``: the P.L. 94-171 tables of a finished run."""
+    from das.job.tabulate_args import DESCRIPTION, HELP, add_tabulate_arguments
+
+    tabulate = add_command(commands, "tabulate", HELP, DESCRIPTION)
+    add_tabulate_arguments(tabulate)
+    add_conf_argument(tabulate)
 
 
 def add_cluster_arguments(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -358,6 +369,16 @@ def estimate_command(args: argparse.Namespace) -> None:
     print(estimate_command_body(args.output, parse_spark_conf(args.conf)))
 
 
+def tabulate_command(args: argparse.Namespace) -> None:
+    from das.job.tabulate import TabulateRequest, tabulate_command_body
+    from das.spark.session import parse_spark_conf
+
+    request = TabulateRequest(
+        args.output, args.areas, args.format, args.input, args.confidential, args.out
+    )
+    print(tabulate_command_body(request, parse_spark_conf(args.conf)))
+
+
 def cluster_command(args: argparse.Namespace) -> None:
     from das.cluster.standalone import load_state, start_cluster, stop_cluster
 
@@ -393,6 +414,7 @@ COMMANDS = {
     "validate": validate_command,
     "check": check_command,
     "estimate": estimate_command,
+    "tabulate": tabulate_command,
     "audit": audit_command,
     "cluster": cluster_command,
 }

@@ -159,6 +159,8 @@ _PUBLIC = (
     ("`mdf/TABBLKST=../TABBLKCOU=../`", "the protected microdata (MDF), one row per record"),
     ("`certificate.json`, `certificate.md`", "what was spent, how, and what came out; written "
      "only once the outputs have passed validation"),
+    ("`tables/`", "written by `das tabulate`, not by the run: the P.L. 94-171 tables of the "
+     "MDF, a file per table (docs/users.md)"),
 )  # fmt: skip
 
 

@@ -198,9 +198,15 @@ def read_microdata(path: str) -> pd.DataFrame:
 
     Readers infer partition directory values as integers by default; this one is told.
     """
+    return read_microdata_table(path).to_pandas()
+
+
+def read_microdata_table(path: str, columns: list[str] | None = None) -> pa.Table:
+    """An MDF's ``columns`` (default: all) as one Arrow table, state and county as strings."""
     import pyarrow.dataset as ds
 
     partitioning = ds.partitioning(
-        pa.schema([("TABBLKST", pa.string()), ("TABBLKCOU", pa.string())]), flavor="hive"
+        pa.schema([(name, pa.string()) for name in PARTITION_COLUMNS]), flavor="hive"
     )
-    return ds.dataset(path, format="parquet", partitioning=partitioning).to_table().to_pandas()
+    dataset = ds.dataset(path, format="parquet", partitioning=partitioning)
+    return dataset.to_table(columns=columns)
