@@ -82,9 +82,9 @@ def invariants(config: Config) -> tuple[str, ...]:
         attribute = schema.attribute(schema.facility_attribute)
         found.append(
             "per block (and so per geounit): the number of occupied group-quarters "
-            f"facilities of each type ({', '.join(attribute.levels[1:])}) and whether it has "
-            f"a housing unit (the {attribute.name} bounds); invariants/ publishes which of "
-            "these unit types each block has (the estimate's known zeros)"
+            f"facilities of each type ({_join(schema, facility_types(schema))}) and whether it "
+            f"has a housing unit (the {attribute.name} bounds); invariants/ publishes which "
+            "of these unit types each block has (the estimate's known zeros)"
         )
     return tuple(found)
 
@@ -100,11 +100,19 @@ def structural_constraints(config: Config) -> tuple[str, ...]:
     ]
     if schema.facility_attribute is not None:
         attribute = schema.attribute(schema.facility_attribute)
+        if schema.facility_types:
+            levels = (
+                f"no {unit} in the {attribute.name} levels of a unit type the geounit has no "
+                f"unit of ({_levels_by_type(schema)})"
+            )
+        else:
+            levels = (
+                f"no {unit} in a {attribute.name} level ({attribute.levels[0]}: a housing "
+                "unit; the others: a facility of that type) the geounit has no unit of"
+            )
         found.append(
             f"{attribute.name} bounds: per geounit, at least one {unit} per occupied "
-            f"group-quarters facility of each type, and no {unit} in a {attribute.name} "
-            f"level ({attribute.levels[0]}: a housing unit; the others: a facility of that "
-            "type) the geounit has no unit of"
+            f"group-quarters facility of each type, and {levels}"
         )
     found += [
         "every count a nonnegative integer",
@@ -114,12 +122,55 @@ def structural_constraints(config: Config) -> tuple[str, ...]:
     return tuple(found)
 
 
+def facility_types(schema: Schema) -> list[str]:
+    """The group-quarters unit types, named by the facility attribute's levels: one level
+    per type (level i <-> type i), else the levels of each type (``facilities.unit_types``)."""
+    attribute = schema.attribute(str(schema.facility_attribute))
+    if not schema.facility_types:
+        return list(attribute.levels[1:])
+    types = schema.unit_type_of_levels()
+    return [
+        f"type {kind}: {_runs(attribute.levels, [lv for lv, t in enumerate(types) if t == kind])}"
+        for kind in sorted(set(types) - {0})
+    ]
+
+
+def _join(schema: Schema, types: list[str]) -> str:
+    """The types in a list: by "; " where each names several levels, else by ", "."""
+    return ("; " if schema.facility_types else ", ").join(types)
+
+
+def _levels_by_type(schema: Schema) -> str:
+    """``type 0 (a housing unit): a..b; type 1: c..d; ...`` for a schema's unit types."""
+    attribute = schema.attribute(str(schema.facility_attribute))
+    types = schema.unit_type_of_levels()
+    housing = _runs(attribute.levels, [lv for lv, t in enumerate(types) if t == 0])
+    return "; ".join([f"type 0, a housing unit: {housing}", *facility_types(schema)])
+
+
+def _runs(labels: tuple[str, ...], levels: list[int]) -> str:
+    """Levels by label, each run of three or more consecutive levels as ``first..last``."""
+    parts: list[str] = []
+    start = 0
+    for i in range(1, len(levels) + 1):
+        if i == len(levels) or levels[i] != levels[i - 1] + 1:
+            run = levels[start:i]
+            if len(run) >= 3:
+                parts.append(f"{labels[run[0]]}..{labels[run[-1]]}")
+            else:
+                parts += [labels[lv] for lv in run]
+            start = i
+    return ", ".join(parts)
+
+
 def _cells(schema: Schema, zero: Mapping[str, tuple[int, ...]]) -> str:
     """``hhgq = nursing and votingage = under_18`` for a structural zero."""
     parts = []
     for name, levels in zero.items():
         labels = [schema.attribute(name).levels[level] for level in levels]
         parts.append(
-            f"{name} = {labels[0]}" if len(labels) == 1 else f"{name} in ({', '.join(labels)})"
+            f"{name} = {labels[0]}"
+            if len(labels) == 1
+            else f"{name} in ({_runs(schema.attribute(name).levels, list(levels))})"
         )
     return " and ".join(parts)
