@@ -109,11 +109,6 @@ class Grouping:
     groups: tuple[tuple[int, ...], ...]
     labels: tuple[str, ...]
 
-    def matrix(self, size: int) -> sp.csr_matrix:
-        rows = [g for g, members in enumerate(self.groups) for _ in members]
-        cols = [level for members in self.groups for level in members]
-        return sp.csr_matrix((np.ones(len(cols)), (rows, cols)), shape=(len(self.groups), size))
-
     def group_of(self, size: int) -> np.ndarray:
         """The group of each of the attribute's ``size`` levels."""
         found = np.empty(size, dtype=np.int64)
@@ -149,8 +144,7 @@ class Query:
 
     @cached_property
     def matrix(self) -> sp.csr_matrix:
-        """The query as a sparse 0/1 matrix (query cells x histogram cells), built from
-        ``cell_map`` on first use: one entry per histogram cell, each row's columns ascending."""
+        """The sparse 0/1 matrix (query cells x cells) of ``cell_map``, built on first use."""
         cells = self.cell_map.size
         order = np.argsort(self.cell_map, kind="stable")
         indptr = np.zeros(self.size + 1, dtype=np.int64)
@@ -240,8 +234,7 @@ class Schema:
             )
 
     def unit_type_of_levels(self) -> tuple[int, ...]:
-        """The unit type of each level of the facility attribute (level i <-> type i unless
-        ``facilities.unit_types`` says otherwise)."""
+        """The unit type of each facility level (``facilities.unit_types``, else level i: i)."""
         if self.facility_attribute is None:
             return ()
         return self.facility_types or tuple(range(self.attribute(self.facility_attribute).size))

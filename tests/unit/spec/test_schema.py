@@ -175,7 +175,9 @@ def _kronecker(schema, query):
         if factor is None:
             block = sp.csr_matrix(np.ones((1, a.size)))
         elif factor in schema.groupings:
-            block = schema.groupings[factor].matrix(a.size)
+            group = schema.groupings[factor].group_of(a.size)
+            ones = (np.ones(a.size), (group, np.arange(a.size)))
+            block = sp.csr_matrix(ones, shape=(len(schema.groupings[factor].groups), a.size))
         else:
             block = sp.identity(a.size, format="csr")
         matrix = sp.kron(matrix, block, format="csr")
