@@ -9,6 +9,7 @@ import pytest
 from das.input.check import InputError, check_input
 from das.input.read import read_histograms
 from das.input.tables import load_tables
+from das.output.validate import decode, identifying_columns
 from das.spec.config import load_config
 from tests.conftest import ROOT
 from tests.helpers import write_input
@@ -68,3 +69,23 @@ def test_spark_refuses_relgq_of_another_unit_type(spark, configs, tmp_path):
     )
     pl94 = configs["pl94_2020_production"]  # the P.L. product does not read relgq
     check_input(load_tables(spark, pl94, str(tmp_path)), pl94.schema)
+
+
+def test_the_validator_decodes_relgq_from_its_three_mdf_columns(spark, configs):
+    """No one DHC MDF column names relgq's 42 levels; GQTYPE, RELSHIP and LIVE_ALONE do."""
+    schema = configs["dhcp_production"].schema
+    columns = identifying_columns(schema, "relgq")
+    assert [c.name for c in columns] == ["RTYPE", "GQTYPE_PL", "GQTYPE", "RELSHIP", "LIVE_ALONE"]
+    rows = [
+        (
+            "44", "007", "000100", "1", "1000",
+            *(c.values[level if c.attribute == "relgq" else 0] for c in schema.output),
+            level,
+        )
+        for level in range(42)
+    ]  # fmt: skip
+    names = ["TABBLKST", "TABBLKCOU", "TABTRACTCE", "TABBLKGRPCE", "TABBLK"]
+    mdf = spark.createDataFrame(rows, [*names, *(c.name for c in schema.output), "level"])
+    decoded = decode(mdf, schema).select("_a_relgq", "level", "_a_age").collect()
+    assert [r["_a_relgq"] for r in decoded] == [r["level"] for r in decoded] == list(range(42))
+    assert {r["_a_age"] for r in decoded} == {0}  # QAGE names the ages one to one
