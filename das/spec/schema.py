@@ -8,11 +8,9 @@ names "hhgq" or "cenrace": a new schema needs a new TOML file, not new code.
 A marginal query is named by its factors joined with ``*`` (``votingage*hispanic*cenrace``);
 each factor is an attribute or a grouping of one attribute's levels (``hhinstlevels``).
 ``total`` has no factor and ``detailed`` has every attribute. Every query partitions the
-cells, so it is held as the index of its row for each cell (``Query.cell_map``): the row is
-the C-order index over attributes of the level kept, the group (attribute coarsened) or 0
-(attribute summed out). That costs one integer per cell whatever the query's size; its
-matrix (the Kronecker product of identities, grouping matrices and rows of ones) is built
-from the index only when a caller asks for it, with one entry per cell, never dense.
+cells, so it is held as each cell's row (``Query.cell_map``: one integer per cell, whatever
+the query's size); its matrix (the Kronecker product of identities, grouping matrices and
+rows of ones) is built from that index only on demand, one entry per cell, never dense.
 """
 
 from __future__ import annotations
@@ -131,11 +129,8 @@ def query_rows(matrix: sp.csr_matrix) -> np.ndarray:
 
 @dataclass(frozen=True)
 class Query:
-    """A marginal query: ``matrix @ histogram`` gives its answer, one entry per query cell.
-
-    ``cell_map``: the query cell of each histogram cell (int64, one per cell; every query
-    partitions the cells). ``size``: the number of query cells.
-    """
+    """A marginal query: ``cell_map`` is the query cell (row) of each histogram cell, int64;
+    ``size`` its rows; ``matrix @ histogram`` its answer, one entry per query cell."""
 
     name: str
     factors: tuple[str, ...]
@@ -214,9 +209,7 @@ class Schema:
         if self.facility_attribute is not None:
             self._check_facility_types(self.attribute(self.facility_attribute))
         elif self.facility_types:
-            raise UserError(
-                f"schema {self.name!r}: facilities.unit_types needs facilities.attribute"
-            )
+            raise UserError(f"schema {self.name!r}: facilities.unit_types needs an attribute")
         for column in self.output:
             if len(column.values) != self.attribute(column.attribute).size:
                 raise UserError(
@@ -224,13 +217,20 @@ class Schema:
                     f"level of {column.attribute!r} ({self.attribute(column.attribute).size})"
                 )
 
+    def __getstate__(self) -> dict[str, object]:
+        """Pickled (to Spark's tasks) without what it derived: queries, the zero mask."""
+        derived = ("_queries", "structural_zero_mask")
+        return {k: v for k, v in self.__dict__.items() if k not in derived}
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        self.__dict__.update(state, _queries={})
+
     def _check_facility_types(self, attribute: Attribute) -> None:
         types = self.facility_types
         if types and (len(types) != attribute.size or min(types) < 0 or types[0] != 0):
             raise UserError(
                 f"schema {self.name!r}: facilities.unit_types must give a unit type >= 0 for each "
-                f"of the {attribute.size} levels of {attribute.name!r}, the first 0 (a housing "
-                f"unit), got {list(types)}"
+                f"level of {attribute.name!r} ({attribute.size}), the first 0, got {list(types)}"
             )
 
     def unit_type_of_levels(self) -> tuple[int, ...]:
@@ -315,8 +315,7 @@ class Schema:
         return cached
 
     def _cell_map(self, by_attribute: Mapping[str, str]) -> tuple[np.ndarray, int]:
-        """The query row of every cell, C order over the attributes (one integer per cell),
-        and the number of rows."""
+        """The query row of every cell (C order over the attributes) and the rows."""
         rows = np.zeros(1, dtype=np.int64)
         size = 1
         for a in self.attributes:

@@ -1,5 +1,7 @@
 """The DHC persons schema (dhcp_persons.toml) against the 2020 facts of DESIGN.md "DHC-P"."""
 
+import pickle
+
 import numpy as np
 import pytest
 
@@ -168,3 +170,15 @@ def test_facility_types_must_cover_the_levels():
         schema_from_dict(_facility_schema(attribute="kind", types=[0, 1, 1]))
     toy = schema_from_dict(_facility_schema(attribute="kind", unit_types=[0, 1, 1]))
     assert toy.unit_type_of_levels() == (0, 1, 1)
+
+
+def test_a_pickled_schema_leaves_its_derived_arrays_behind(dhcp):
+    """Spark ships the schema to its tasks: not the queries and mask it built (MBs each)."""
+    dhcp.query("detailed")
+    assert dhcp.structural_zero_mask.size == dhcp.size
+    data = pickle.dumps(dhcp)
+    assert len(data) < 100_000
+    copy = pickle.loads(data)
+    assert copy == dhcp
+    assert np.array_equal(copy.query("detailed").cell_map, dhcp.query("detailed").cell_map)
+    assert int(copy.structural_zero_mask.sum()) == 322_560
