@@ -266,18 +266,19 @@ def _units(schema: Schema, table: pa.Table) -> _Units:
 def _persons(config: Config, files: tuple[Path, ...], units: _Units) -> int:
     """Every rule of persons and units holds (a doubt otherwise); the persons' rows."""
     schema, mapping = config.schema, config.file.input.columns
-    rules = _column_rules(schema, PERSONS)
+    persons = contract.table_for(schema, PERSONS)
+    rules = _column_rules(schema, persons)
     ids = units.ids
     residents = np.zeros(ids.size, dtype=np.int64)
     keys = []
     links: set[str] = set()
-    names = [mapping.get(name, name) for name in PERSONS.names]
+    names = [mapping.get(name, name) for name in persons.names]
     for file in files:
         parquet = pq.ParquetFile(file)
         _doubt_unless(_has_columns(parquet, names))
         for batch in parquet.iter_batches(batch_size=1 << 20, columns=names):
-            batch = batch.rename_columns(list(PERSONS.names))
-            row = {c.name: _values(batch.column(c.name), c, rules[c.name]) for c in PERSONS.columns}
+            batch = batch.rename_columns(list(persons.names))
+            row = {c.name: _values(batch.column(c.name), c, rules[c.name]) for c in persons.columns}
             where = np.searchsorted(ids, row["unit_id"])
             found = where < ids.size
             found[found] = ids[where[found]] == row["unit_id"][found]
@@ -288,6 +289,9 @@ def _persons(config: Config, files: tuple[Path, ...], units: _Units) -> int:
                 if rule.table == PERSONS.name:
                     _doubt_unless(not _link(PERSON_LINKS, rule)(view).any())
                     links.add(rule.name)
+            for rule in contract.unit_type_rules(schema, PERSONS):
+                _doubt_unless(not _unit_type_differs(schema, view).any())
+                links.add(rule.name)
             _doubt_unless(_zero_free(schema, PERSONS, {**row, **_unit_only(unit)}))
             residents += np.bincount(where, minlength=ids.size)
             keys.append(row[PERSONS.key])
@@ -340,6 +344,15 @@ PERSON_LINKS: dict[str, Callable[[Rows], np.ndarray]] = {
     "geoid-differs-from-unit": lambda rows: rows.own["geoid"] != rows.unit["geoid"],
     "person-in-vacant-unit": lambda rows: (rows.unit["gqtype"] == 0) & ~rows.unit["occupied"],
 }
+
+
+def _unit_type_differs(schema: Schema, rows: Rows) -> np.ndarray:
+    """``contract.unit_type_rules`` on numpy: the person's level in another unit type than
+    its unit's (every level in its domain: the domain rules hold on these values)."""
+    attribute = schema.attribute(str(schema.facility_attribute))
+    kinds = np.asarray(schema.unit_type_of_levels(), dtype=np.int64)
+    return kinds[_code(attribute, rows.own)] != rows.unit["gqtype"]
+
 
 #: Each link rule of the contract on units, with each unit's residents.
 UNIT_LINKS: dict[str, Callable[[Rows], np.ndarray]] = {

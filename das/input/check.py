@@ -206,8 +206,10 @@ def table_rules(table: Table, schema: Schema, types: Types | None = None) -> lis
 
 def _broken(rule: contract.Rule, table: Table, schema: Schema, types: Types) -> Column:
     """True on a row that breaks the rule."""
-    if rule.test == "link":
+    if rule.test == "link" and rule.name in LINK_CONDITIONS:
         return LINK_CONDITIONS[rule.name](types)
+    if rule.test == "link" and rule in contract.unit_type_rules(schema, table):
+        return _unit_type_differs(schema, types)
     if rule.test == "key":
         return F.col("_copies") > 1
     if rule.test == "zero":
@@ -237,6 +239,20 @@ def _broken(rule: contract.Rule, table: Table, schema: Schema, types: Types) -> 
         value = col.try_cast("long")
         return value.isNotNull() & ((value < lo) | (value > hi))
     raise InternalError(f"input rule {rule.name!r}: no condition for its test {rule.test!r}")
+
+
+def _unit_type_differs(schema: Schema, types: Types) -> Column:
+    """A person whose facility level lies in another unit type than the person's unit's
+    (``contract.unit_type_rules``); a value out of its domain gives no type here (its
+    domain rule reports it)."""
+    attribute = schema.attribute(str(schema.facility_attribute))
+    code = attribute_code(attribute, [_strict(source, types) for source in attribute.source])
+    kinds = schema.unit_type_of_levels()
+    kind = F.when(
+        code.between(0, len(kinds) - 1),
+        F.element_at(F.array(*[F.lit(k) for k in kinds]), (code + 1).cast("int")),
+    )
+    return F.col("_unit_found") & (kind != F.col("_unit_gqtype").try_cast("int"))
 
 
 def _in_zero(rule: contract.Rule, schema: Schema, types: Types) -> Column:

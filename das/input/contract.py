@@ -50,6 +50,9 @@ class Column:
     """Regular expression every value of a string column matches."""
     pattern_allowed: str = ""
     """The pattern in words, for the refusal message."""
+    optional: bool = False
+    """Read, checked and required only where a schema's attribute reads it (``table_for``):
+    one input serves every product, each ignoring the columns it does not read."""
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -142,6 +145,9 @@ PERSONS = Table(
         Column("age", "int", domain=(0, 115)),
         Column("hispanic", "boolean"),
         Column("cenrace", "int", domain=(1, 63)),
+        # The DHC persons product's (schema dhcp_persons); a P.L. 94-171 run ignores them.
+        Column("sex", "int", domain=(1, 2), optional=True),  # the 2020 QSEX: 1 male, 2 female
+        Column("relgq", "int", domain=(0, 41), optional=True),  # relationship or GQ type
     ),
 )
 
@@ -202,6 +208,53 @@ LINK_RULES = (
 )
 
 
+def table_for(schema: Schema, table: Table) -> Table:
+    """The table as a run of ``schema`` reads it: without the optional columns none of the
+    schema's attributes reads (from this table)."""
+    read = {
+        source
+        for attribute in schema.attributes
+        if attribute_table(schema, attribute) == table.name
+        for source in attribute.source
+    }
+    kept = tuple(c for c in table.columns if not c.optional or c.name in read)
+    return table if len(kept) == len(table.columns) else Table(table.name, table.key, kept)
+
+
+def unit_type_rules(schema: Schema, table: Table) -> tuple[Rule, ...]:
+    """A persons schema whose facility attribute is read from the person, with levels in
+    several unit types (``facilities.unit_types``): each person's level lies in the type of
+    the person's unit (a householder in a housing unit, a GQ type in a facility of its
+    major type)."""
+    attribute_name = schema.facility_attribute
+    if attribute_name is None or not schema.facility_types or table.name != PERSONS.name:
+        return ()
+    attribute = schema.attribute(attribute_name)
+    if attribute_table(schema, attribute) != PERSONS.name:
+        return ()
+    source = attribute.source[0]
+    return (
+        Rule(
+            f"{source}-differs-from-unit-gqtype",
+            PERSONS.name,
+            source,
+            f"a {attribute.name} level of the person's unit's type (gqtype 0, a housing unit: "
+            f"levels {_levels_of_type(schema, 0)}; gqtype t > 0: the levels of GQ type t)",
+            "link",
+            shown=(source, "gqtype"),
+        ),
+    )
+
+
+def _levels_of_type(schema: Schema, kind: int) -> str:
+    levels = [lv for lv, t in enumerate(schema.unit_type_of_levels()) if t == kind]
+    return (
+        f"{levels[0]}..{levels[-1]}"
+        if levels == list(range(levels[0], levels[-1] + 1))
+        else (", ".join(map(str, levels)))
+    )
+
+
 def key_rule(table: Table) -> Rule:
     """Each row's key is unique in its table."""
     name = f"duplicate-{table.key.replace('_', '-')}"
@@ -231,10 +284,12 @@ def column_rules(schema: Schema, table: Table, column: Column) -> tuple[Rule, ..
 def table_rules(schema: Schema, table: Table) -> tuple[Rule, ...]:
     """Every rule of a table, in report order: its columns', its key's, its links, then the
     schema's structural zeros (on the table of its records)."""
+    read = table_for(schema, table)
     return (
-        *(rule for column in table.columns for rule in column_rules(schema, table, column)),
+        *(rule for column in read.columns for rule in column_rules(schema, table, column)),
         key_rule(table),
         *(rule for rule in LINK_RULES if rule.table == table.name),
+        *unit_type_rules(schema, table),
         *zero_rules(schema, table),
     )
 

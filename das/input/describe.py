@@ -58,6 +58,12 @@ MEANINGS = {
     ("persons", "age"): "age in completed years",
     ("persons", "hispanic"): "Hispanic or Latino origin",
     ("persons", "cenrace"): "race: one of the 63 CENRACE combinations below",
+    ("persons", "sex"): "sex, coded as the 2020 QSEX: 1 male, 2 female",
+    ("persons", "relgq"): "relationship to the householder (0..17: 0 householder living "
+    "alone, 1 householder not living alone, 2 opposite-sex spouse, ... 17 other "
+    "nonrelative) or, in group quarters, the detailed GQ type (18..41: 2020 GQ codes 101 to "
+    "901 and 997), as the levels of schema dhcp_persons's `relgq`; its GQ major type is "
+    "the unit's `gqtype` (0 for 0..17)",
     ("units", "unit_id"): "the unit's id, unique in the table",
     ("units", "geoid"): "the unit's block",
     ("units", "gqtype"): "0 a housing unit, 1..7 a group-quarters facility of that type",
@@ -68,11 +74,11 @@ MEANINGS = {
 #: the tests check it against the contract and pass it through ``das check``).
 EXAMPLE: dict[str, tuple[tuple[object, ...], ...]] = {
     "persons": (
-        (1, 1, "440070001001000", 34, False, 1),
-        (2, 1, "440070001001000", 8, False, 7),
-        (3, 3, "440070001001001", 51, True, 6),
-        (4, 4, "440070001001001", 88, False, 2),
-        (5, 5, "440070002002003", 19, True, 4),
+        (1, 1, "440070001001000", 34, False, 1, 2, 1),
+        (2, 1, "440070001001000", 8, False, 7, 1, 6),
+        (3, 3, "440070001001001", 51, True, 6, 1, 0),
+        (4, 4, "440070001001001", 88, False, 2, 2, 27),
+        (5, 5, "440070002002003", 19, True, 4, 2, 33),
     ),
     "units": (
         (1, "440070001001000", 0, True),
@@ -144,7 +150,9 @@ def _tables(main: Schema) -> str:
     for table in TABLES:
         rows = [
             (
-                f"`{column.name}`" + (" (key)" if column.name == table.key else ""),
+                f"`{column.name}`"
+                + (" (key)" if column.name == table.key else "")
+                + _optional(table, column),
                 column.kind,
                 ", ".join(f for f in contract.STORED_AS[column.kind] if f != "null"),
                 _values(table, column, main),
@@ -159,9 +167,23 @@ def _tables(main: Schema) -> str:
     sections.append(
         '"stored as" is the Parquet type a column may have (a CSV holds text); every '
         "value is then checked against the type: a stored float must be a whole number. "
-        "No column may be null."
+        'No column may be null. A column marked "only for" is read, checked and required '
+        "only by a run of those schemas; the others ignore it, so one input directory "
+        "serves every product."
     )
     return "\n\n".join(sections)
+
+
+def _optional(table: Table, column: Column) -> str:
+    """`` (only for dhcp_persons)``: the shipped schemas that read an optional column."""
+    if not column.optional:
+        return ""
+    readers = [
+        name
+        for name in shipped_schemas()
+        if column.name in contract.table_for(load_schema(name), table).names
+    ]
+    return f" (only for {', '.join(readers)})"
 
 
 def _values(table: Table, column: Column, main: Schema) -> str:
@@ -205,7 +227,10 @@ def _gq_types(main: Schema) -> str:
     return (
         "## Unit types (`gqtype`)\n\n"
         f"Code `i` is level `i` of the schema's `{name}` attribute, which a person takes "
-        "from the unit (schema " + main.name + ").\n\n" + markdown_table(("gqtype", "type", "group"), rows)
+        "from the unit (schema "
+        + main.name
+        + ").\n\n"
+        + markdown_table(("gqtype", "type", "group"), rows)
     )
 
 

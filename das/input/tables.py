@@ -15,7 +15,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from das.errors import UserError
-from das.input.contract import PERSONS, UNITS, Table
+from das.input.contract import PERSONS, UNITS, Table, table_for
 from das.input.files import input_path
 from das.spec.config import Config
 
@@ -28,6 +28,8 @@ class InputTables:
     units: DataFrame
     persons_path: str
     units_path: str
+    #: The persons' columns the run's schema reads (``contract.table_for``).
+    persons_table: Table = PERSONS
 
 
 def load_tables(spark: SparkSession, config: Config, input_dir: str) -> InputTables:
@@ -36,9 +38,10 @@ def load_tables(spark: SparkSession, config: Config, input_dir: str) -> InputTab
     persons_path = input_path(input_dir, settings.persons, PERSONS.name)
     units_path = input_path(input_dir, settings.units, UNITS.name)
     mapping = settings.columns
-    persons = _rename(_read(spark, persons_path, settings.format), PERSONS, mapping, persons_path)
+    table = table_for(config.schema, PERSONS)
+    persons = _rename(_read(spark, persons_path, settings.format), table, mapping, persons_path)
     units = _rename(_read(spark, units_path, settings.format), UNITS, mapping, units_path)
-    return InputTables(persons, units, persons_path, units_path)
+    return InputTables(persons, units, persons_path, units_path, table)
 
 
 def _read(spark: SparkSession, path: str, fmt: str) -> DataFrame:
@@ -69,4 +72,4 @@ def cast(frame: DataFrame, table: Table) -> DataFrame:
 
 def typed(tables: InputTables) -> tuple[DataFrame, DataFrame]:
     """Cast both tables to the contract types (invalid values were refused by check_input)."""
-    return cast(tables.persons, PERSONS), cast(tables.units, UNITS)
+    return cast(tables.persons, tables.persons_table), cast(tables.units, UNITS)

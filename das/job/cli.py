@@ -185,12 +185,14 @@ def parser() -> argparse.ArgumentParser:
     blocks.add_argument("path", help="block-count Parquet, e.g. ri_2010_block.parquet")
     blocks.add_argument("--seed", type=int, required=True)
     blocks.add_argument("--out", required=True)
+    add_product_arguments(blocks)
     pl94 = add_command(
         kinds, "pl94", "a P.L. 94-171 block table (2018 End-to-End prototype) as records"
     )
     pl94.add_argument("path", help="e.g. ri2018_e2e_pl_prototype_subset.parquet")
     pl94.add_argument("--seed", type=int, required=True)
     pl94.add_argument("--out", required=True)
+    add_product_arguments(pl94)
     synthetic = add_command(kinds, "synthetic", "synthetic states of any size and shape")
     synthetic.add_argument("--persons", type=int, required=True)
     synthetic.add_argument("--states", type=int, default=1, help="number of states (default 1)")
@@ -201,6 +203,7 @@ def parser() -> argparse.ArgumentParser:
     )
     synthetic.add_argument("--seed", type=int, required=True)
     synthetic.add_argument("--out", required=True)
+    add_product_arguments(synthetic)
     add_cluster_arguments(commands)
     return top
 
@@ -212,6 +215,23 @@ def add_tabulate_command(commands: argparse._SubParsersAction[argparse.ArgumentP
     tabulate = add_command(commands, "tabulate", HELP, DESCRIPTION)
     add_tabulate_arguments(tabulate)
     add_conf_argument(tabulate)
+
+
+def add_product_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--product`` and ``--households`` of every fixture kind."""
+    parser.add_argument(
+        "--product",
+        choices=("pl94", "dhcp"),
+        default="pl94",
+        help="pl94 (default): the P.L. 94-171 columns; dhcp: also sex, single-year age and "
+        "relationship or GQ type (relgq) of the DHC persons product, from donor households",
+    )
+    parser.add_argument(
+        "--households",
+        default="../shared/data/real/pseudopeople_decennial_sample/decennial_census_sample.parquet",
+        help="with --product dhcp: pseudopeople's decennial census sample, the donor "
+        "households (default: %(default)s)",
+    )
 
 
 def add_cluster_arguments(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -265,15 +285,20 @@ def run_command(args: argparse.Namespace) -> None:
 
 
 def fixture_command(args: argparse.Namespace) -> None:
+    from das.fixtures.dhc import DhcAttributes
+
     check_fixture_out(args.out)
+    dhc = None
+    if args.product == "dhcp":
+        dhc = DhcAttributes.load(Path(args.households), args.seed)
     if args.kind == "blocks":
         from das.fixtures.blocks import write_blocks_fixture
 
-        summary = write_blocks_fixture(Path(args.path), Path(args.out), args.seed)
+        summary = write_blocks_fixture(Path(args.path), Path(args.out), args.seed, dhc)
     elif args.kind == "pl94":
         from das.fixtures.pl94 import write_pl94_fixture
 
-        summary = write_pl94_fixture(Path(args.path), Path(args.out), args.seed)
+        summary = write_pl94_fixture(Path(args.path), Path(args.out), args.seed, dhc)
     else:
         from das.fixtures.synthetic import Shape, share_argument, write_synthetic_fixture
 
@@ -281,7 +306,9 @@ def fixture_command(args: argparse.Namespace) -> None:
             raise UserError(f"--persons must be >= 0, got {args.persons}")
         empty = share_argument(args.empty_blocks)
         shape = Shape(args.states, args.counties, args.tracts, empty)
-        summary = write_synthetic_fixture(args.persons, Path(args.out), args.seed, shape=shape)
+        summary = write_synthetic_fixture(
+            args.persons, Path(args.out), args.seed, shape=shape, dhc=dhc
+        )
     print(
         f"fixture written to {args.out}: {summary.persons:,} persons, {summary.units:,} units, "
         f"{summary.blocks:,} blocks"

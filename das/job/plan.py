@@ -87,14 +87,21 @@ def _rho(value: Fraction) -> str:
     return f"{value!s:>26}  {float(value):.6g}"
 
 
+def _name_width(privacy: Privacy) -> int:
+    """The name column's width: 38, or wider for a long query name (DHC-P's)."""
+    names = [len(q.name) + 4 for level in privacy.levels for q in level.queries]
+    return max([38, *names])
+
+
 def _level_lines(
-    level: LevelBudget, length: int, unused: frozenset[str] = frozenset()
+    level: LevelBudget, length: int, unused: frozenset[str] = frozenset(), width: int = 38
 ) -> list[str]:
     """The level's line, then one per query; ``unused``: its queries spent without use."""
     head = f"{level.name} (prefix {length}, {len(level.queries)} queries)"
-    lines = [f"  {head:<38}{_rho(level.rho)}"]
+    lines = [f"  {head:<{width}}{_rho(level.rho)}"]
     lines += [
-        f"    {q.name:<36}{_rho(q.rho)}" + ("  spent without use" if q.name in unused else "")
+        f"    {q.name:<{width - 2}}{_rho(q.rho)}"
+        + ("  spent without use" if q.name in unused else "")
         for q in level.queries
     ]
     return lines
@@ -132,6 +139,7 @@ def render_plan(config: Config, paths: RunPaths) -> str:
     """The dry run's text: levels, queries, rho per level and query, epsilon, the outputs."""
     privacy = privacy_section(config)
     lengths = {level.name: level.length for level in config.geography.levels}
+    width = _name_width(privacy)
     lines = [
         f"das run {config.file.run.name}: the plan (dry run: no Spark, nothing read or written)",
         f"config:  {config.path}; schema {config.schema.name} ({config.schema.size} cells)",
@@ -139,15 +147,15 @@ def render_plan(config: Config, paths: RunPaths) -> str:
         f"noise:   {noise_source(config)}",
         f"fit:     {fit_description(config)}",
         "",
-        f"  {'level / query':<38}{'rho (exact)':>26}  rho",
+        f"  {'level / query':<{width}}{'rho (exact)':>26}  rho",
     ]
     for level in privacy.levels:
         unused = frozenset(u.query for u in privacy.spent_without_use if u.level == level.name)
-        lines += _level_lines(level, lengths[level.name], unused)
+        lines += _level_lines(level, lengths[level.name], unused, width)
     queries = sum(len(level.queries) for level in privacy.levels)
     total = f"total ({len(privacy.levels)} levels, {queries} queries)"
     lines += [
-        f"  {total:<38}{_rho(privacy.rho)}",
+        f"  {total:<{width}}{_rho(privacy.rho)}",
         "",
         f"privacy: rho = {privacy.rho} ({float(privacy.rho):.6g})-zCDP, i.e. "
         f"(epsilon = {privacy.epsilon_cks:.4f}, delta = {float(privacy.delta):.3g})-DP "

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from das.spec.config import Config
-from das.spec.invariants import published
+from das.spec.invariants import facility_types, published, runs_of
 from das.spec.schema import Schema
 
 SENSITIVITY = "each query has L2 sensitivity sqrt(2), sigma^2 = 1/rho_q"
@@ -87,11 +87,19 @@ def structural_constraints(config: Config) -> tuple[str, ...]:
     ]
     if schema.facility_attribute is not None:
         attribute = schema.attribute(schema.facility_attribute)
+        if schema.facility_types:
+            levels = (
+                f"no {unit} in the {attribute.name} levels of a unit type the geounit has no "
+                f"unit of ({_levels_by_type(schema)})"
+            )
+        else:
+            levels = (
+                f"no {unit} in a {attribute.name} level ({attribute.levels[0]}: a housing "
+                "unit; the others: a facility of that type) the geounit has no unit of"
+            )
         found.append(
             f"{attribute.name} bounds: per geounit, at least one {unit} per occupied "
-            f"group-quarters facility of each type, and no {unit} in a {attribute.name} "
-            f"level ({attribute.levels[0]}: a housing unit; the others: a facility of that "
-            "type) the geounit has no unit of"
+            f"group-quarters facility of each type, and {levels}"
         )
     found += [
         "every count a nonnegative integer",
@@ -101,12 +109,22 @@ def structural_constraints(config: Config) -> tuple[str, ...]:
     return tuple(found)
 
 
+def _levels_by_type(schema: Schema) -> str:
+    """``type 0 (a housing unit): a..b; type 1: c..d; ...`` for a schema's unit types."""
+    attribute = schema.attribute(str(schema.facility_attribute))
+    types = schema.unit_type_of_levels()
+    housing = runs_of(attribute.levels, [lv for lv, t in enumerate(types) if t == 0])
+    return "; ".join([f"type 0, a housing unit: {housing}", *facility_types(schema)])
+
+
 def _cells(schema: Schema, zero: Mapping[str, tuple[int, ...]]) -> str:
     """``hhgq = nursing and votingage = under_18`` for a structural zero."""
     parts = []
     for name, levels in zero.items():
         labels = [schema.attribute(name).levels[level] for level in levels]
         parts.append(
-            f"{name} = {labels[0]}" if len(labels) == 1 else f"{name} in ({', '.join(labels)})"
+            f"{name} = {labels[0]}"
+            if len(labels) == 1
+            else f"{name} in ({runs_of(schema.attribute(name).levels, list(levels))})"
         )
     return " and ".join(parts)

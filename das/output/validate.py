@@ -16,6 +16,8 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping, Sequence
 from fractions import Fraction
+from functools import reduce
+from operator import and_
 from typing import Any
 
 from pyspark.errors import AnalysisException
@@ -29,7 +31,7 @@ from das.spark import storage
 from das.spark.marks import RunMode, check_marks
 from das.spec.config import Config, build_config
 from das.spec.invariants import published
-from das.spec.schema import Schema
+from das.spec.schema import OutputColumn, Schema
 
 MAX_EXAMPLES = 5
 
@@ -208,21 +210,27 @@ def decode(mdf: DataFrame, schema: Schema) -> DataFrame:
     geoid = F.concat(*[F.col(c) for c in ("TABBLKST", "TABBLKCOU", "TABTRACTCE", "TABBLK")])
     frame = mdf.withColumn("_geoid", geoid)
     for attribute in schema.attributes:
-        column = next(
-            (
-                c
-                for c in schema.output
-                if c.attribute == attribute.name and len(set(c.values)) == len(c.values)
-            ),
-            None,
-        )
-        if column is None:
-            raise UserError(f"schema {schema.name}: no output column identifies {attribute.name!r}")
+        columns = identifying_columns(schema, attribute.name)
         level = F.lit(None).cast("int")
-        for index, value in enumerate(column.values):
-            level = F.when(F.col(column.name) == value, F.lit(index)).otherwise(level)
+        for index in range(attribute.size):
+            match = reduce(and_, [F.col(c.name) == c.values[index] for c in columns])
+            level = F.when(match, F.lit(index)).otherwise(level)
         frame = frame.withColumn(f"_a_{attribute.name}", level)
     return frame
+
+
+def identifying_columns(schema: Schema, attribute: str) -> list[OutputColumn]:
+    """The output column that names the attribute's levels one to one, else all of the
+    attribute's columns if their values together do (DHC's relgq: GQTYPE, RELSHIP and
+    LIVE_ALONE); UserError if neither."""
+    mine = [c for c in schema.output if c.attribute == attribute]
+    single = next((c for c in mine if len(set(c.values)) == len(c.values)), None)
+    if single is not None:
+        return [single]
+    combined = list(zip(*(c.values for c in mine), strict=True)) if mine else []
+    if not mine or len(set(combined)) != len(combined):
+        raise UserError(f"schema {schema.name}: no output column identifies {attribute!r}")
+    return mine
 
 
 def check_blocks(mdf: DataFrame) -> tuple[list[str], list[str]]:

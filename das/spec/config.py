@@ -15,7 +15,6 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import numpy as np
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, Strict, ValidationError
 
 from das.errors import UserError
@@ -249,8 +248,8 @@ def _level_queries(schema: Schema, level: str, shares: Mapping[str, Fraction]) -
             raise UserError(f"budget.queries.{level}.{name}: {exc}") from None
         if query.name != name:
             raise UserError(f"budget.queries.{level}.{name}: write this query as {query.name!r}")
-        column_sums = np.asarray(query.matrix.sum(axis=0)).ravel()
-        if not np.all(column_sums == 1):
+        rows = query.cell_map  # one row per cell: a partition, unless out of range
+        if rows.shape != (schema.size,) or rows.min() < 0 or rows.max() >= query.size:
             raise UserError(
                 f"budget.queries.{level}.{name}: the query does not partition the cells"
             )

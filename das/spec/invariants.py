@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from das.spec.config import Config
+from das.spec.schema import Schema
 
 #: The query of the rows that hold a geounit's exact total (one value).
 TOTAL = "total"
@@ -52,8 +53,8 @@ def published(config: Config) -> tuple[Published, ...]:
                 (geography.block.name,),
                 "per block (and so per geounit): whether it has a housing unit and the number "
                 "of occupied group-quarters facilities of each type "
-                f"({', '.join(attribute.levels[1:])}): the {attribute.name} bounds and the "
-                "estimate's known zeros",
+                f"({join_types(schema, facility_types(schema))}): the {attribute.name} bounds "
+                "and the estimate's known zeros",
             )
         )
     return tuple(found)
@@ -62,3 +63,36 @@ def published(config: Config) -> tuple[Published, ...]:
 def total_levels(config: Config) -> tuple[str, ...]:
     """The levels whose totals ``invariants/`` holds (the root down to the configured one)."""
     return next((p.levels for p in published(config) if p.query == TOTAL), ())
+
+
+def facility_types(schema: Schema) -> list[str]:
+    """The group-quarters unit types, named by the facility attribute's levels: one level
+    per type (level i <-> type i), else the levels of each type (``facilities.unit_types``)."""
+    attribute = schema.attribute(str(schema.facility_attribute))
+    if not schema.facility_types:
+        return list(attribute.levels[1:])
+    types = schema.unit_type_of_levels()
+    return [
+        f"type {kind}: {runs_of(attribute.levels, [lv for lv, t in enumerate(types) if t == kind])}"
+        for kind in sorted(set(types) - {0})
+    ]
+
+
+def join_types(schema: Schema, types: list[str]) -> str:
+    """The types in a list: by "; " where each names several levels, else by ", "."""
+    return ("; " if schema.facility_types else ", ").join(types)
+
+
+def runs_of(labels: tuple[str, ...], levels: list[int]) -> str:
+    """Levels by label, each run of three or more consecutive levels as ``first..last``."""
+    parts: list[str] = []
+    start = 0
+    for i in range(1, len(levels) + 1):
+        if i == len(levels) or levels[i] != levels[i - 1] + 1:
+            run = levels[start:i]
+            if len(run) >= 3:
+                parts.append(f"{labels[run[0]]}..{labels[run[-1]]}")
+            else:
+                parts += [labels[lv] for lv in run]
+            start = i
+    return ", ".join(parts)

@@ -7,9 +7,10 @@ names "hhgq" or "cenrace": a new schema needs a new TOML file, not new code.
 
 A marginal query is named by its factors joined with ``*`` (``votingage*hispanic*cenrace``);
 each factor is an attribute or a grouping of one attribute's levels (``hhinstlevels``).
-``total`` has no factor and ``detailed`` has every attribute. Its matrix is the Kronecker
-product over attributes of an identity (attribute kept), a grouping matrix (attribute
-coarsened) or a row of ones (attribute summed out); every query partitions the cells.
+``total`` has no factor and ``detailed`` has every attribute. Every query partitions the
+cells, so it is held as each cell's row (``Query.cell_map``: one integer per cell, whatever
+the query's size); its matrix (the Kronecker product of identities, grouping matrices and
+rows of ones) is built from that index only on demand, one entry per cell, never dense.
 """
 
 from __future__ import annotations
@@ -106,10 +107,12 @@ class Grouping:
     groups: tuple[tuple[int, ...], ...]
     labels: tuple[str, ...]
 
-    def matrix(self, size: int) -> sp.csr_matrix:
-        rows = [g for g, members in enumerate(self.groups) for _ in members]
-        cols = [level for members in self.groups for level in members]
-        return sp.csr_matrix((np.ones(len(cols)), (rows, cols)), shape=(len(self.groups), size))
+    def group_of(self, size: int) -> np.ndarray:
+        """The group of each of the attribute's ``size`` levels."""
+        found = np.empty(size, dtype=np.int64)
+        for g, members in enumerate(self.groups):
+            found[list(members)] = g
+        return found
 
 
 def query_rows(matrix: sp.csr_matrix) -> np.ndarray:
@@ -126,20 +129,25 @@ def query_rows(matrix: sp.csr_matrix) -> np.ndarray:
 
 @dataclass(frozen=True)
 class Query:
-    """A marginal query: ``matrix @ histogram`` gives its answer, one entry per query cell."""
+    """A marginal query: ``cell_map`` is the query cell (row) of each histogram cell, int64;
+    ``size`` its rows; ``matrix @ histogram`` its answer, one entry per query cell."""
 
     name: str
     factors: tuple[str, ...]
-    matrix: sp.csr_matrix = field(repr=False, compare=False)
-
-    @property
-    def size(self) -> int:
-        return int(self.matrix.shape[0])
+    cell_map: np.ndarray = field(repr=False, compare=False)
+    size: int
 
     @cached_property
-    def cell_map(self) -> np.ndarray:
-        """Query cell of each histogram cell (every query partitions the cells)."""
-        return query_rows(self.matrix)
+    def matrix(self) -> sp.csr_matrix:
+        """The sparse 0/1 matrix (query cells x cells) of ``cell_map``, built on first use."""
+        cells = self.cell_map.size
+        order = np.argsort(self.cell_map, kind="stable")
+        indptr = np.zeros(self.size + 1, dtype=np.int64)
+        np.cumsum(np.bincount(self.cell_map, minlength=self.size), out=indptr[1:])
+        return sp.csr_matrix(
+            (np.ones(cells), order.astype(np.int32), indptr.astype(np.int32)),
+            shape=(self.size, cells),
+        )
 
     def answer(self, cells: np.ndarray, counts: np.ndarray) -> np.ndarray:
         """The query's exact answer (int64, zero cells included) on a sparse histogram."""
@@ -172,6 +180,11 @@ class Schema:
     description: str = ""
     #: What one record is, for the certificate's privacy statement ("person", "housing unit").
     protected_unit: str = ""
+    #: The unit type (the units table's ``gqtype``) each level of ``facility_attribute``
+    #: lives in; empty: level i <-> type i.
+    facility_types: tuple[int, ...] = ()
+    #: Queries built so far, by canonical name: the levels of a run share them.
+    _queries: dict[str, Query] = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.record not in ("persons", "units"):
@@ -194,13 +207,37 @@ class Schema:
                         f"schema {self.name!r}: structural zero on {attr} names a level outside 0..{size - 1}"
                     )
         if self.facility_attribute is not None:
-            self.attribute(self.facility_attribute)
+            self._check_facility_types(self.attribute(self.facility_attribute))
+        elif self.facility_types:
+            raise UserError(f"schema {self.name!r}: facilities.unit_types needs an attribute")
         for column in self.output:
             if len(column.values) != self.attribute(column.attribute).size:
                 raise UserError(
                     f"schema {self.name!r}: output column {column.name!r} needs one value per "
                     f"level of {column.attribute!r} ({self.attribute(column.attribute).size})"
                 )
+
+    def __getstate__(self) -> dict[str, object]:
+        """Pickled (to Spark's tasks) without what it derived: queries, the zero mask."""
+        derived = ("_queries", "structural_zero_mask")
+        return {k: v for k, v in self.__dict__.items() if k not in derived}
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        self.__dict__.update(state, _queries={})
+
+    def _check_facility_types(self, attribute: Attribute) -> None:
+        types = self.facility_types
+        if types and (len(types) != attribute.size or min(types) < 0 or types[0] != 0):
+            raise UserError(
+                f"schema {self.name!r}: facilities.unit_types must give a unit type >= 0 for each "
+                f"level of {attribute.name!r} ({attribute.size}), the first 0, got {list(types)}"
+            )
+
+    def unit_type_of_levels(self) -> tuple[int, ...]:
+        """The unit type of each facility level (``facilities.unit_types``, else level i: i)."""
+        if self.facility_attribute is None:
+            return ()
+        return self.facility_types or tuple(range(self.attribute(self.facility_attribute).size))
 
     def _check_grouping(self, grouping: Grouping) -> None:
         size = self.attribute(grouping.attribute).size
@@ -254,7 +291,7 @@ class Schema:
 
     # ---- queries ------------------------------------------------------------------------
     def query(self, name: str) -> Query:
-        """Build the marginal query ``name`` (factors joined by ``*``) as a sparse matrix."""
+        """The marginal query ``name`` (factors joined by ``*``), built once per schema."""
         factors = self._factors(name)
         by_attribute: dict[str, str] = {}
         for factor in factors:
@@ -262,22 +299,40 @@ class Schema:
             if attr in by_attribute:
                 raise UserError(f"query {name!r} uses attribute {attr!r} twice")
             by_attribute[attr] = factor
-        matrix = sp.csr_matrix(np.ones((1, 1)))
-        for a in self.attributes:
-            chosen = by_attribute.get(a.name)
-            if chosen is None:
-                block = sp.csr_matrix(np.ones((1, a.size)))
-            elif chosen in self.groupings:
-                block = self.groupings[chosen].matrix(a.size)
-            else:
-                block = sp.identity(a.size, format="csr")
-            matrix = sp.kron(matrix, block, format="csr")
         canonical = "*".join(
             by_attribute[a.name] for a in self.attributes if a.name in by_attribute
         )
         if name in ("total", "detailed"):
             canonical = name
-        return Query(name=canonical, factors=tuple(by_attribute.values()), matrix=matrix)
+        cached = self._queries.get(canonical)
+        if cached is None:
+            cell_map, size = self._cell_map(by_attribute)
+            cached = Query(canonical, tuple(by_attribute.values()), cell_map, size)
+            self._queries[canonical] = cached
+        factors_given = tuple(by_attribute.values())
+        if cached.factors != factors_given:  # the same query, its factors in another order
+            return Query(canonical, factors_given, cached.cell_map, cached.size)
+        return cached
+
+    def _cell_map(self, by_attribute: Mapping[str, str]) -> tuple[np.ndarray, int]:
+        """The query row of every cell (C order over the attributes) and the rows."""
+        rows = np.zeros(1, dtype=np.int64)
+        size = 1
+        for a in self.attributes:
+            chosen = by_attribute.get(a.name)
+            if chosen is None:
+                code, n = np.zeros(a.size, dtype=np.int64), 1
+            elif chosen in self.groupings:
+                code, n = (
+                    self.groupings[chosen].group_of(a.size),
+                    len(self.groupings[chosen].groups),
+                )
+            else:
+                code, n = np.arange(a.size, dtype=np.int64), a.size
+            rows = (rows[:, None] * n + code[None, :]).ravel()
+            size *= n
+        rows.setflags(write=False)  # shared by every caller of the cached query
+        return rows, size
 
     def _factors(self, name: str) -> list[str]:
         if name == "total":
@@ -369,12 +424,23 @@ def schema_from_dict(data: Mapping) -> Schema:
         attributes=attributes,
         groupings=groupings,
         structural_zeros=zeros,
-        facility_attribute=data.get("facilities", {}).get("attribute"),
+        facility_attribute=_facilities(data).get("attribute"),
+        facility_types=tuple(int(t) for t in _facilities(data).get("unit_types", ())),
         record_filter={k: tuple(int(v) for v in vs) for k, vs in data.get("filter", {}).items()},
         output=tuple(_output_column(c, attributes) for c in data.get("output", [])),
         description=data.get("description", ""),
         protected_unit=data.get("protected_unit", ""),
     )
+
+
+def _facilities(data: Mapping) -> Mapping:
+    facilities = data.get("facilities", {})
+    unknown = set(facilities) - {"attribute", "unit_types"}
+    if unknown:
+        raise UserError(
+            f"facilities: unknown key(s) {sorted(unknown)}; allowed: ['attribute', 'unit_types']"
+        )
+    return facilities
 
 
 def _attribute(data: Mapping) -> Attribute:

@@ -11,10 +11,12 @@ import pytest
 
 from das.fixtures import common as fc
 from das.fixtures import records as fr
+from das.fixtures.dhc import DhcAttributes
 from das.fixtures.synthetic import write_synthetic_fixture
 from das.input import check, contract
 from das.input.contract import PERSONS, TABLES, UNITS
-from das.spec.schema import Attribute, load_schema, schema_from_dict, shipped_schemas
+from das.spec.schema import Attribute, Schema, load_schema, schema_from_dict, shipped_schemas
+from tests.unit.fixtures.test_blocks import PSEUDOPEOPLE
 
 SCHEMAS = shipped_schemas()
 BY_NAME = {t.name: t for t in TABLES}
@@ -25,6 +27,24 @@ def fixture_tables(tmp_path_factory: pytest.TempPathFactory) -> dict[str, pa.Tab
     out = tmp_path_factory.mktemp("contract")
     write_synthetic_fixture(300, out, seed=11)
     return {t.name: pq.read_table(out / f"{t.name}.parquet") for t in TABLES}
+
+
+@pytest.fixture(scope="module")
+def dhc_tables(tmp_path_factory: pytest.TempPathFactory) -> dict[str, pa.Table]:
+    """The same fixture with the DHC persons' columns (``--product dhcp``)."""
+    if not PSEUDOPEOPLE.is_file():
+        pytest.skip(f"{PSEUDOPEOPLE} not present")
+    out = tmp_path_factory.mktemp("contract_dhc")
+    write_synthetic_fixture(300, out, seed=11, dhc=DhcAttributes.load(PSEUDOPEOPLE, seed=11))
+    return {t.name: pq.read_table(out / f"{t.name}.parquet") for t in TABLES}
+
+
+def _product_tables(request: pytest.FixtureRequest, schema: Schema) -> dict[str, pa.Table]:
+    """The fixture of the schema's product: the DHC one for a schema that reads its columns."""
+    dhc = contract.table_for(schema, PERSONS) != contract.table_for(
+        load_schema("pl94_persons"), PERSONS
+    )
+    return request.getfixturevalue("dhc_tables" if dhc else "fixture_tables")
 
 
 def _codes(attribute: Attribute, lo: int, hi: int) -> tuple[int, int]:
@@ -98,12 +118,15 @@ def test_a_toy_schema_narrows_the_domain_it_names():
 
 
 # ---- what the fixtures write --------------------------------------------------------------
-def test_fixture_files_have_the_contract_columns_and_types(fixture_tables):
+@pytest.mark.parametrize("product", ["fixture_tables", "dhc_tables"])
+def test_fixture_files_have_the_contract_columns_and_types(request, product):
     integer = {"long": pa.types.is_int64, "int": pa.types.is_integer}
+    tables = request.getfixturevalue(product)
     for table in TABLES:
-        written = fixture_tables[table.name].schema
-        assert tuple(written.names) == table.names
-        for column in table.columns:
+        written = tables[table.name].schema
+        wanted = [c for c in table.columns if product == "dhc_tables" or not c.optional]
+        assert list(written.names) == [c.name for c in wanted]
+        for column in wanted:
             arrow = written.field(column.name).type
             if column.is_integer:
                 assert integer[column.kind](arrow), (table.name, column.name, arrow)
@@ -114,8 +137,9 @@ def test_fixture_files_have_the_contract_columns_and_types(fixture_tables):
 
 
 @pytest.mark.parametrize("name", SCHEMAS)
-def test_fixture_values_lie_in_every_domain_the_schema_derives(fixture_tables, name):
+def test_fixture_values_lie_in_every_domain_the_schema_derives(request, name):
     schema = load_schema(name)
+    fixture_tables = _product_tables(request, schema)
     for table in TABLES:
         frame = fixture_tables[table.name]
         for rule in contract.table_rules(schema, table):
@@ -134,7 +158,8 @@ def test_fixture_values_lie_in_every_domain_the_schema_derives(fixture_tables, n
 def test_fixture_record_builder_stays_inside_the_contract():
     assert PERSONS.column("age").domain == (0, fr.MAX_AGE)
     assert PERSONS.column("cenrace").domain == (1, fr.N_CENRACE)
-    assert fr.PERSONS_SCHEMA.names == list(PERSONS.names)
+    assert fr.PERSONS_SCHEMA.names == [c.name for c in PERSONS.columns if not c.optional]
+    assert fr.DHC_PERSONS_SCHEMA.names == list(PERSONS.names)
     assert fr.UNITS_SCHEMA.names == list(UNITS.names)
 
 

@@ -1,5 +1,6 @@
 import numpy as np
 import pytest
+import scipy.sparse as sp
 
 from das.errors import UserError
 from das.spec.schema import cenrace_combinations, load_schema, schema_from_dict, shipped_schemas
@@ -161,3 +162,44 @@ def test_unknown_recode_and_key():
     data["colour"] = "blue"
     with pytest.raises(UserError, match="unknown schema key"):
         schema_from_dict(data)
+
+
+def _kronecker(schema, query):
+    """The query's matrix as the Kronecker product over attributes (the definition)."""
+    matrix = sp.csr_matrix(np.ones((1, 1)))
+    chosen = {
+        (schema.groupings[f].attribute if f in schema.groupings else f): f for f in query.factors
+    }
+    for a in schema.attributes:
+        factor = chosen.get(a.name)
+        if factor is None:
+            block = sp.csr_matrix(np.ones((1, a.size)))
+        elif factor in schema.groupings:
+            group = schema.groupings[factor].group_of(a.size)
+            ones = (np.ones(a.size), (group, np.arange(a.size)))
+            block = sp.csr_matrix(ones, shape=(len(schema.groupings[factor].groups), a.size))
+        else:
+            block = sp.identity(a.size, format="csr")
+        matrix = sp.kron(matrix, block, format="csr")
+    return matrix
+
+
+@pytest.mark.parametrize("name", PL94_QUERIES)
+def test_matrix_from_the_index_equals_the_kronecker_product(persons, name):
+    """The matrix built from ``cell_map`` is the Kronecker product, entry for entry and in
+    the same stored order (so products with it sum in the same order)."""
+    query = persons.query(name)
+    expected = _kronecker(persons, query)
+    assert query.matrix.shape == expected.shape
+    assert np.array_equal(query.matrix.indptr, expected.indptr)
+    assert np.array_equal(query.matrix.indices, expected.indices)
+    assert np.array_equal(query.matrix.data, expected.data)
+
+
+def test_a_query_is_built_once_per_schema(persons):
+    first = persons.query("votingage*cenrace")
+    assert persons.query("votingage*cenrace") is first
+    other_order = persons.query("cenrace*votingage")
+    assert other_order.cell_map is first.cell_map
+    assert other_order.factors == ("cenrace", "votingage")
+    assert not first.cell_map.flags.writeable
