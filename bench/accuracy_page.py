@@ -21,7 +21,7 @@ from das.input.describe import markdown_table
 
 LABELS = {**{v.name: v.label for v in VARIANTS.values()}, BLUE: "BLUE", NOISY: "noisy"}
 PAGE_QUERIES = ("total", "votingage*hispanic*cenrace")
-#: The Census Bureau's published figures, quoted as given (issue 26).
+#: The Census Bureau's published figures, quoted as given.
 CENSUS = (
     "total population MAE, 2010 data at the production settings of the detailed summary "
     "metrics of 2023-04-03: counties 1.86, tracts 1.94; blocks 4.23 urban, 1.61 rural"
@@ -205,7 +205,9 @@ def document(
         "that level (none where a query is not measured, e.g. the US and state totals,",
         "which are invariant). Values are the mean over seeds, [min, max] across seeds.",
         "",
-        "## Goals (issue 26)",
+        "## Goals",
+        "",
+        "The project's current accuracy goals (`bench/goals.py`), judged on these runs:",
         "",
         *goal_lines(tables["goals"]),
         "",

@@ -28,12 +28,9 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from bench.common import REPO_ROOT
+from bench.harness import REPO_ROOT, RI
+from bench.production_job import OVERRIDES
 
-RI = REPO_ROOT.parent / "shared/data/real/alarm_census_2020_blocks/ri_2010_block.parquet"
-PRODUCTION = "configs/pl94_2020_production.toml"
-#: Every run: local, seeded (test mode); the variants add theirs.
-OVERRIDES = ("spark.master='local[2]'", "spark.shuffle_partitions=8", "run.production=false")
 ALL = "all"
 BLUE, NOISY = "blue", "noisy"
 

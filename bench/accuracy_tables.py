@@ -1,4 +1,5 @@
-"""The accuracy benchmark's tables: errors over seeds, bias by bins, goals, estimate cost.
+"""The accuracy benchmark's tables: errors over seeds, bias by bins, the goals of
+``bench.goals.ACCURACY`` judged on them, the estimate's cost.
 
 Pure pandas on the error table of ``bench.accuracy_runs.Runs`` (one row per source, seed,
 level, query and bin pair) and the runs' certificates.
@@ -14,15 +15,10 @@ import numpy as np
 import pandas as pd
 
 from bench.accuracy_runs import ALL, BLUE, NOISY, VARIANTS
+from bench.goals import ACCURACY, AccuracyGoal, BiasGoal, NoWorseGoal, RatioGoal
 
 BIAS_LEVEL = "block_group"
 VALUES = ["mae", "mean_signed", "rmse"]
-#: Issue 26's goals: tract and block-group total MAE at most this share of the 2020 rule's.
-GOAL_RATIO = 0.65
-GOAL_LEVELS = ("tract", "block_group")
-#: What the new default is held against: yesterday's default (each child's total from its
-#: own measurements, without its subtree's).
-TODAY = "own_totals"
 
 
 def sources(present: Sequence[str]) -> list[str]:
@@ -99,7 +95,8 @@ def bin_order(column: pd.Series) -> pd.Series:
 # ---- goals --------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Goal:
-    """One of issue 26's goals: met (None: not measured, a variant is missing) and why."""
+    """One goal of ``bench.goals.ACCURACY``: met (None: not measured, a variant is missing)
+    and the figures that say why."""
 
     name: str
     met: bool | None
@@ -111,37 +108,46 @@ def goals(
     bias: Mapping[str, pd.DataFrame],
     whole: pd.DataFrame | None = None,
     bound: Mapping[str, float] | None = None,
+    wanted: Sequence[AccuracyGoal] = ACCURACY,
 ) -> list[Goal]:
-    """``whole``: the per-seed errors (``whole_levels``), for the paired t of a worse pair;
-    ``bound``: per level, the expected MAE of the best linear unbiased estimate of the total
-    (``bench.total_bound``), which the ratio goal's detail sets beside the rule's."""
+    """Each of ``wanted`` judged on the tables. ``whole``: the per-seed errors
+    (``whole_levels``), for the paired t of a worse pair; ``bound``: per level, the expected
+    MAE of the best linear unbiased estimate of the total (``bench.total_bound``), which a
+    ratio goal's detail sets beside the reference's."""
     present = set(levels["source"].astype(str))
-    return [
-        _ratio_goal(levels, present, bound or {}),
-        _no_worse_goal(levels, present, whole),
-        *(_bias_goal(bias[by], by, present) for by in ("diversity_bin", "size_bin")),
-    ]
+    found = []
+    for goal in wanted:
+        missing = {goal.variant, goal.reference} - present
+        if missing:
+            found.append(Goal(goal.name, None, f"needs the {' and '.join(sorted(missing))} runs"))
+        elif isinstance(goal, RatioGoal):
+            found.append(_ratio_goal(goal, levels, bound or {}))
+        elif isinstance(goal, NoWorseGoal):
+            found.append(_no_worse_goal(goal, levels, whole))
+        else:
+            found.append(_bias_goal(goal, bias[goal.by]))
+    return found
 
 
-def _ratio_goal(levels: pd.DataFrame, present: set[str], bound: Mapping[str, float]) -> Goal:
-    name = f"tract and block-group total MAE at most {GOAL_RATIO}x the 2020 rule's"
-    if not {"default", "rule2020"} <= present:
-        return Goal(name, None, "needs the default and rule2020 variants")
-    mae = {str(k): v for k, v in mean_mae(levels, "total").to_dict("index").items()}
-    pairs = {lv: (float(mae[lv]["default"]), float(mae[lv]["rule2020"])) for lv in GOAL_LEVELS}
+def _ratio_goal(goal: RatioGoal, levels: pd.DataFrame, bound: Mapping[str, float]) -> Goal:
+    mae = {str(k): v for k, v in mean_mae(levels, goal.query).to_dict("index").items()}
+    pairs = {
+        lv: (float(mae[lv][goal.variant]), float(mae[lv][goal.reference])) for lv in goal.levels
+    }
     detail = "; ".join(f"{lv}: {d:.3f} / {r:.3f} = {d / r:.3f}" for lv, (d, r) in pairs.items())
-    known = [lv for lv in GOAL_LEVELS if lv in bound]
+    known = [lv for lv in goal.levels if lv in bound]
     if known:
         detail += (
             ". No linear unbiased estimate from these measurements does better, in expectation, "
             "than the tree-wide BLUE of the total with the known zeros and the exact totals "
             "(`python -m bench.total_bound`): "
             + "; ".join(
-                f"{lv} {bound[lv]:.3f} = {bound[lv] / pairs[lv][1]:.3f}x the rule's" for lv in known
+                f"{lv} {bound[lv]:.3f} = {bound[lv] / pairs[lv][1]:.3f}x the `{goal.reference}` variant's"
+                for lv in known
             )
             + "; the protected output can, through nonnegativity and integrality"
         )
-    return Goal(name, all(d <= GOAL_RATIO * r for d, r in pairs.values()), detail)
+    return Goal(goal.name, all(d <= goal.ratio * r for d, r in pairs.values()), detail)
 
 
 def paired_t(whole: pd.DataFrame, new: str, old: str) -> dict[tuple[str, str], float]:
@@ -161,51 +167,46 @@ def paired_t(whole: pd.DataFrame, new: str, old: str) -> dict[tuple[str, str], f
     return {(str(q), str(lv)): float(v) for (q, lv), v in t.items()}
 
 
-def _no_worse_goal(
-    levels: pd.DataFrame, present: set[str], whole: pd.DataFrame | None = None
-) -> Goal:
-    name = f"no level and no query with a larger MAE than today's default ({TODAY})"
-    if not {"default", TODAY} <= present:
-        return Goal(name, None, f"needs the default and {TODAY} variants")
+def _no_worse_goal(goal: NoWorseGoal, levels: pd.DataFrame, whole: pd.DataFrame | None) -> Goal:
+    """A pair is worse when the variant's mean MAE is larger and its paired t exceeds
+    ``max_t``; without per-seed errors or spread (one seed), any larger mean is worse."""
+    new_name, old_name = goal.variant, goal.reference
     wide = levels.pivot_table(
         index=["query", "level"], columns="source", values="mae_mean", observed=True
-    )[["default", TODAY]].dropna()
+    )[[new_name, old_name]].dropna()
+    ts = {} if whole is None else paired_t(whole, new_name, old_name)
     pairs = [
-        (f"{key[0]} at {key[1]}", float(row["default"]), float(row[TODAY]))
+        (f"{key[0]} at {key[1]}", float(row[new_name]), float(row[old_name]),
+         ts.get((str(key[0]), str(key[1])), float("nan")))
         for key, row in zip(wide.index, wide.to_dict("records"), strict=True)
-    ]
-    worse = [p for p in pairs if p[1] > p[2]]
-    where, new, today = max(pairs, key=lambda p: p[1] / p[2] if p[2] > 0 else 0.0)
+    ]  # fmt: skip
+    larger = [p for p in pairs if p[1] > p[2]]
+    worse = [p for p in larger if np.isnan(p[3]) or p[3] > goal.max_t]
+    where, new, old, _ = max(pairs, key=lambda p: p[1] / p[2] if p[2] > 0 else 0.0)
     detail = (
-        f"{len(pairs)} (level, query) pairs; largest ratio default / {TODAY}: "
-        f"{new / today:.3f} ({where})"
+        f"{len(pairs)} (level, query) pairs; largest ratio {new_name} / {old_name}: "
+        f"{new / old:.3f} ({where})"
     )
-    if worse:
-        ts = {} if whole is None else paired_t(whole, "default", TODAY)
-        keys = {f"{q} at {lv}": (str(q), str(lv)) for q, lv in wide.index}
 
-        def one(where: str, new: float, today: float) -> str:
-            t = ts.get(keys[where], float("nan"))
-            paired = "" if np.isnan(t) else f", paired t {t:.1f}"
-            return f"{where} ({new:.4g} vs {today:.4g}, {100 * (new / today - 1):+.2f}%{paired})"
+    def one(where: str, new: float, old: float, t: float) -> str:
+        paired = "" if np.isnan(t) else f", paired t {t:.1f}"
+        return f"{where} ({new:.4g} vs {old:.4g}, {100 * (new / old - 1):+.2f}%{paired})"
 
-        detail += "; worse at " + ", ".join(one(*w) for w in worse)
-        if any(np.isfinite(ts.get(keys[w[0]], float("nan"))) for w in worse):
+    if larger:
+        detail += "; larger at " + ", ".join(one(*p) for p in larger)
+        if any(np.isfinite(p[3]) for p in larger):
             detail += " (t: the mean over seeds of the paired difference over its standard error)"
-    return Goal(name, not worse, detail)
+    return Goal(goal.name, not worse, detail)
 
 
-def _bias_goal(table: pd.DataFrame, by: str, present: set[str]) -> Goal:
-    what = "diversity" if by == "diversity_bin" else "size"
-    name = f"block-group bias of the total by {what} no larger than today's default's"
-    if not {"default", TODAY} <= present:
-        return Goal(name, None, f"needs the default and {TODAY} variants")
-    largest = {s: _largest_bias(table, by, s) for s in ("default", TODAY)}
+def _bias_goal(goal: BiasGoal, table: pd.DataFrame) -> Goal:
+    what = "diversity" if goal.by == "diversity_bin" else "size"
+    largest = {s: _largest_bias(table, goal.by, s) for s in (goal.variant, goal.reference)}
     detail = f"largest |mean signed error| over the {what} bins: " + ", ".join(
         f"{s} {value:.3g} (bin {where}, standard error over seeds {se:.2g})"
         for s, (value, where, se) in largest.items()
     )
-    return Goal(name, bool(largest["default"][0] <= largest[TODAY][0]), detail)
+    return Goal(goal.name, bool(largest[goal.variant][0] <= largest[goal.reference][0]), detail)
 
 
 def _largest_bias(table: pd.DataFrame, by: str, source: str) -> tuple[float, str, float]:

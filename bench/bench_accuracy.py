@@ -1,7 +1,8 @@
 """Accuracy of the protected output over several seeds and post-processing variants.
 
     python -m bench.bench_accuracy --work DIR [--seeds 1 2 3 4 5]
-        [--variants default measurements own_totals rule2020] [--input DIR] [--out DIR]
+        [--variants default measurements own_totals rule2020] [--input DIR]
+        [--results DIR] [--docs DIR]
 
 Runs the production job (local[2], seeded test-mode noise) once per (variant, seed) of
 --variants into DIR/<variant>/seed<s> (bench.accuracy_runs: a finished run is kept, an
@@ -12,14 +13,13 @@ with a finished run for every seed: per level and query, the MAE, mean signed er
 RMSE per cell of each variant's protected output, of the BLUE (the runs' estimates/
 against the true histograms, taken once per seed) and of the noisy measurements, side by
 side over seeds; the block-group bias of the total by true diversity and by true size;
-issue 26's goals, with the expected error of the best linear unbiased estimate of each
-total beside the ratio goal (bench.total_bound, on the first seed's default run); the
-estimates' coverage (bench/results/coverage.json, not rerun); the
-occupancy product's figures (bench/results/h1.json, not rerun); and the estimate pass's
-cost from the certificates.
+the goals of ``bench.goals.ACCURACY``, with the expected error of the best linear unbiased
+estimate of each total beside the ratio goal (bench.total_bound, on the first seed's
+default run); and the estimate pass's cost from the certificates.
 
-Writes bench/results/accuracy.json, docs/accuracy.md and docs/img/accuracy_*.png, or all
-three into --out (a draft). Into the repository only with every variant present.
+Writes ``accuracy.json`` into --results, then the page (``bench.accuracy_results``, from
+that file, with the ``coverage.json`` and ``h1.json`` beside it, not rerun) and its plots
+into --docs. Into the repository's (the defaults) only with every variant present.
 """
 
 from __future__ import annotations
@@ -35,10 +35,10 @@ from typing import Any
 import pandas as pd
 
 from bench import accuracy_tables as tables
-from bench.accuracy_page import LABELS, PAGE_QUERIES, document, level_rows, plot_bias, plot_levels
+from bench.accuracy_page import LABELS, PAGE_QUERIES, level_rows
+from bench.accuracy_results import NAME, page_from_folder, plots_from_folder
 from bench.accuracy_runs import (
     OVERRIDES,
-    PRODUCTION,
     VARIANTS,
     Runs,
     blue_errors,
@@ -47,18 +47,16 @@ from bench.accuracy_runs import (
     run_dir,
     run_one,
 )
-from bench.common import (
+from bench.harness import (
     REPO_ROOT,
     RESULTS_DIR,
-    git_commit,
+    add_results_argument,
     print_table,
-    run_metadata,
-    working_tree_dirty,
     write_results,
 )
+from bench.production_job import PRODUCTION
 
-NAME = "accuracy"
-IMAGES = {"levels": "img/accuracy_levels.png", "bias": "img/accuracy_bias.png"}
+DOCS = REPO_ROOT / "docs"
 RI_LABEL = (
     "the RI 2010 block counts (P.L. 94-171 P2/P4 by block, ALARM project) expanded into "
     "person records by `das.fixtures.blocks` with seed 1"
@@ -84,14 +82,7 @@ def build_tables(
 ) -> dict[str, Any]:
     levels = tables.level_table(errors, runs.levels)
     bias = {by: tables.bias_table(errors, by) for by in ("diversity_bin", "size_bin")}
-    coverage_path = RESULTS_DIR / "coverage.json"
-    coverage = None
-    if coverage_path.exists():
-        found = json.loads(coverage_path.read_text())
-        coverage = {**found, "rows": tables.coverage_rows(found, runs.levels)}
-    h1_path = RESULTS_DIR / "h1.json"
     return {
-        "h1": json.loads(h1_path.read_text()) if h1_path.exists() else None,
         "levels": levels,
         "diversity": bias["diversity_bin"],
         "size": bias["size_bin"],
@@ -99,7 +90,6 @@ def build_tables(
         "goals": tables.goals(levels, bias, tables.whole_levels(errors), bound),
         "bound": bound or {},
         "cost": tables.estimate_cost(runs.certificates, runs.walls),
-        "coverage": coverage,
     }
 
 
@@ -125,6 +115,7 @@ def results(runs: Runs, errors: pd.DataFrame, found: dict[str, Any]) -> dict[str
     return {
         **runs.info,
         "seeds": runs.seeds,
+        "level_order": runs.levels,
         "variants": {
             v: {"label": LABELS[v], "overrides": list(VARIANTS[v].overrides)} for v in runs.variants
         },
@@ -162,7 +153,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--input", type=Path, help="input folder (default: RI fixture in --work)")
     parser.add_argument("--input-label", help="how to describe the input in the document")
     parser.add_argument("--config", default=PRODUCTION)
-    parser.add_argument("--out", type=Path, help="write the page, plots and JSON here (a draft)")
+    add_results_argument(parser)
+    parser.add_argument(
+        "--docs", type=Path, default=DOCS, help="where the page and its plots go (default: docs)"
+    )
     return parser.parse_args(argv)
 
 
@@ -170,52 +164,38 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = parse_args(argv)
     args.work.mkdir(parents=True, exist_ok=True)
     input_dir = args.input or ri_input(args.work)
-    provenance = {
-        "command": shlex.join(
-            ["python", "-m", "bench.bench_accuracy", *(sys.argv[1:] if argv is None else argv)]
-        ),
-        "git_commit": git_commit(),
-        "dirty": working_tree_dirty(),
-        "name": NAME,
-        "timestamp": run_metadata()["timestamp"],
-        "input": args.input_label or (RI_LABEL if args.input is None else f"`{input_dir}`"),
-    }
     wall = {
         f"{v} seed {s}": run_one(args.work, VARIANTS[v], s, input_dir, args.config)
         for v in args.variants
         for s in args.seeds
     }
     runs = load_runs(args.work, args.seeds)
-    if args.out is None and len(runs.variants) < len(VARIANTS):
+    into_repository = args.results == RESULTS_DIR or args.docs == DOCS
+    if into_repository and len(runs.variants) < len(VARIANTS):
         raise SystemExit(
             f"only {runs.variants} have every seed: the page in the repository needs every "
-            f"variant ({list(VARIANTS)}); use --out DIR for a draft"
+            f"variant ({list(VARIANTS)}); use --results DIR --docs DIR for a draft"
         )
     errors = pd.concat(
         [runs.errors, blue_errors(args.work, runs, input_dir, args.config)], ignore_index=True
     )
     found = build_tables(runs, errors, linear_bound(args.work, runs, input_dir, args.config))
     print_tables(found)
-    docs = args.out or REPO_ROOT / "docs"
-    plot_levels(found["levels"], runs.levels, docs / IMAGES["levels"])
-    plot_bias(found["diversity"], found["size"], docs / IMAGES["bias"])
-    info = {**runs.info, "seeds": runs.seeds, "variants": runs.variants}
-    (docs / "accuracy.md").write_text(document(found, info, provenance, IMAGES))
     payload = {
-        **{k: v for k, v in provenance.items() if k != "timestamp"},
+        "command": shlex.join(
+            ["python", "-m", "bench.bench_accuracy", *(sys.argv[1:] if argv is None else argv)]
+        ),
+        "name": NAME,
+        "input": args.input_label or (RI_LABEL if args.input is None else f"`{input_dir}`"),
         **results(runs, errors, found),
         "overrides_of_every_run": list(OVERRIDES),
         "wall_s_of_runs_made_now": wall,
     }
-    if args.out is None:
-        path = write_results(NAME, payload)
-    else:
-        path = args.out / f"{NAME}.json"
-        path.write_text(
-            json.dumps({"benchmark": NAME, **run_metadata(), **payload}, indent=2, default=str)
-            + "\n"
-        )
-    print(f"\nresults: {path}\ndocument: {docs / 'accuracy.md'}")
+    path = write_results(NAME, payload, args.results)
+    args.docs.mkdir(parents=True, exist_ok=True)
+    (args.docs / "accuracy.md").write_text(page_from_folder(args.results))
+    plots_from_folder(args.results, args.docs)
+    print(f"\nresults: {path}\ndocument: {args.docs / 'accuracy.md'}")
 
 
 if __name__ == "__main__":

@@ -28,12 +28,11 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.common import REPO_ROOT, print_table, write_results
+from bench.harness import REPO_ROOT, RI, add_results_argument, print_table, write_results
 from das.cluster import standalone
 from das.fixtures.blocks import write_blocks_fixture
 from das.fixtures.synthetic import write_synthetic_fixture
 
-RI = REPO_ROOT.parent / "shared/data/real/alarm_census_2020_blocks/ri_2010_block.parquet"
 BIN = Path(sys.executable).parent
 
 
@@ -139,6 +138,7 @@ def main() -> None:
     parser.add_argument("--partitions", type=int, default=8)
     parser.add_argument("--executor-memory", default="2g")
     parser.add_argument("--worker-memory", default="3g")
+    add_results_argument(parser)
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="bench_cluster_"))
     input_dir = work / "input"
@@ -174,6 +174,7 @@ def main() -> None:
     path = write_results(
         "cluster",
         {"input": name, "config": args.config, "partitions": args.partitions, "modes": modes},
+        args.results,
     )
     print(f"results: {path} (work files in {work})")
 

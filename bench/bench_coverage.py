@@ -35,7 +35,7 @@ import numpy as np
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from bench.common import print_table, write_results
+from bench.harness import add_results_argument, print_table, write_results
 
 PERSONS = "configs/pl94_2020_production.toml"
 H1 = "configs/h1_2020_production.toml"
@@ -167,6 +167,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     parser.add_argument("--persons", type=int, default=200_000, help="the synthetic state's size")
     parser.add_argument("--counties", type=int, default=100, help="the synthetic state's counties")
+    add_results_argument(parser)
     args = parser.parse_args(argv)
 
     from bench.accuracy_runs import ri_input
@@ -209,7 +210,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     for name, r in results.items():
         print(f"{name}: seeds {seed_list(r['seeds'])}")
         print(f"  estimate pass CPU s {r['estimate_cpu_s']}, wall s {r['estimate_wall_s']}")
-    path = write_results("coverage", {"z": Z90, "inputs": results})
+    path = write_results("coverage", {"z": Z90, "inputs": results}, args.results)
     print(f"written {path}")
 
 

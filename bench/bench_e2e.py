@@ -1,21 +1,22 @@
 """The whole TopDown job end to end on local[2], beside the time to only read the input.
 
     python -m bench.bench_e2e [--persons 1000000 2000000 4000000] [--ri PATH | --ri '']
-                              [--config configs/pl94_2020_production.toml] [--keep DIR]
+        [--config configs/pl94_2020_production.toml] [--read-repeats 3] [--keep DIR]
+        [--results DIR]
 
-``make bench-e2e`` runs it with the defaults: the 2020 production configuration (in test
-mode: a seed, everything else as in production) on the RI 2010 block fixture (1.05M persons,
-25,181 blocks, from ``../shared``) and on synthetic states of 1M, 2M and 4M persons.
+``make bench-e2e`` runs it with the defaults: the 2020 production configuration in test
+mode (``bench.production_job``) on the RI 2010 block fixture (from ``../shared``) and on
+synthetic states of 1M, 2M and 4M persons.
 
-Each input is measured in fresh child processes (so one input's JVM heap and caches do not
-carry into the next one's figures):
+Each input is measured in fresh child processes, so one input's JVM heap and caches do not
+carry into the next one's figures:
 
 1. read only, in a fresh process of its own: load, contract checks, recode into block
    histograms and aggregation to every level, forced by counting each level (the reader's
-   whole job), in a cold JVM, exactly as the job starts; Spark start-up excluded, as it is
-   from the job's wall time. It runs READ_REPEATS times (once before the job, the rest
-   after it) and the median is the like-for-like denominator of job / read only: one
-   reading varied by 5-20% between runs, as much as a round's changes to the job;
+   whole job), in a cold JVM, as the job starts; Spark start-up excluded, as it is from the
+   job's wall time. It runs ``--read-repeats`` times (once before the job, the rest after
+   it) and the median is the denominator of job / read only: a single reading moves with
+   the machine's load as much as a change to the job would;
 2. the whole job (``das.job.run.run_job``) in another fresh process: read, measure, solve
    every level, write the MDF, metrics, certificate, validate;
 3. then read only again, in the job's warm JVM: the reader at its best, so job / warm
@@ -24,109 +25,38 @@ carry into the next one's figures):
 Reported per input: wall time of the job, each phase (from the certificate; "validate"
 is the rest of the wall time: the certificate and the validation), solves and solves per
 second of solve-phase wall time, the per-parent solve-time distribution of every level (from
-the level checkpoints), the ratios job / read-only (cold and warm), and peak resident memory of the driver's
-Python, the JVM (in local mode the driver and the executors' JVM are one) and the Python
-workers (the executors' Python side), sampled every 50 ms. Across inputs: the time ratios of
-the synthetic sizes to the smallest one. Results: ``bench/results/e2e.json``.
+the level checkpoints), the ratios job / read-only (cold and warm), and peak resident memory
+of the driver's Python, the JVM (in local mode the driver and the executors' JVM are one)
+and the Python workers (bench.memory). Across inputs: the time ratios of the synthetic sizes
+to the smallest one. Results: ``e2e.json``.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
-import subprocess
-import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-import pandas as pd
+from bench.harness import (
+    RI,
+    add_results_argument,
+    emit,
+    in_child,
+    print_table,
+    spread,
+    write_results,
+)
+from bench.memory import RssSampler
+from bench.production_job import MASTER, PRODUCTION, SEED, read_only_seconds, whole_job
 
-from bench.common import REPO_ROOT, RssSampler, print_table, write_results
-
-RI = REPO_ROOT.parent / "shared/data/real/alarm_census_2020_blocks/ri_2010_block.parquet"
-PRODUCTION = "configs/pl94_2020_production.toml"
-MASTER = "local[2]"
-SHUFFLE_PARTITIONS = 8
-SEED = 1
-RESULT_MARK = "BENCH_E2E_RESULT "
+MODULE = "bench.bench_e2e"
 GIB = 1 << 30
-#: Fresh-process read-only runs per input (the median is the ratio's denominator).
-READ_REPEATS = 3
-
-
-def solve_distribution(output: Path, level: str) -> dict[str, float]:
-    """Per-parent solve seconds of one level, from its checkpoint (one row per parent has it)."""
-    frame = pd.read_parquet(output / "levels" / level, columns=["solves", "seconds"])
-    seconds = frame.loc[frame["solves"] == 1, "seconds"].to_numpy()
-    if not len(seconds):
-        return {"parents": 0}
-    return {
-        "parents": len(seconds),
-        "median_s": float(np.median(seconds)),
-        "p90_s": float(np.quantile(seconds, 0.9)),
-        "max_s": float(seconds.max()),
-        "sum_s": float(seconds.sum()),
-    }
 
 
 # ---- child: one input -------------------------------------------------------------------------
-def read_only_seconds(config_path: str, input_dir: str) -> float:
-    """Seconds to read, check and aggregate the input to every level (session start excluded)."""
-    from das.input.read import read_histograms
-    from das.spark.session import spark_session
-    from das.spec.config import load_config
-
-    config = load_config(config_path, overrides=_overrides(), seed=SEED)
-    spark = spark_session(config.file.spark, "bench-e2e read only")
-    start = time.perf_counter()
-    for histograms in read_histograms(spark, config, input_dir).values():
-        histograms.frame.count()
-    seconds = time.perf_counter() - start
-    spark.stop()
-    return seconds
-
-
-def whole_job(config_path: str, input_dir: str, output: Path) -> dict[str, Any]:
-    """Run the job once; wall time, phases, solves and per-level solve distributions."""
-    from das.job.run import run_job
-    from das.spark.session import spark_session
-    from das.spec.config import load_config
-
-    config = load_config(config_path, overrides=_overrides(), seed=SEED)
-    spark = spark_session(config.file.spark, "bench-e2e job")
-    start = time.perf_counter()
-    result = run_job(config, input_dir, str(output), spark=spark)
-    wall = time.perf_counter() - start
-    spark.stop()
-    cert = result.certificate
-    phases = dict(cert.timings.seconds)
-    phases["validate"] = wall - sum(phases.values())
-    solve_wall = sum(s for name, s in phases.items() if name.startswith("solve "))
-    solves = cert.postprocessing.solves
-    return {
-        "wall_s": wall,
-        "phases_s": phases,
-        "records": cert.records.to_dict(),
-        "solves": solves,
-        "solves_per_s": solves / solve_wall if solve_wall else None,
-        "failsafes": cert.postprocessing.failsafes,
-        "levels": {lv: solve_distribution(output, lv) for lv in config.geography.names},
-    }
-
-
-def _overrides() -> list[str]:
-    return [
-        f"spark.master='{MASTER}'",
-        f"spark.shuffle_partitions={SHUFFLE_PARTITIONS}",
-        "run.production=false",
-    ]
-
-
 def child(config_path: str, input_dir: str, output: Path) -> dict[str, Any]:
     with RssSampler(os.getpid()) as sampler:
         job = whole_job(config_path, input_dir, output)
@@ -142,31 +72,27 @@ def child(config_path: str, input_dir: str, output: Path) -> dict[str, Any]:
 
 
 # ---- parent: fixtures, one child per input, report ---------------------------------------------
-def _in_child(name: str, arguments: list[str]) -> Any:
-    """Run this module with ``arguments`` in a fresh process; the result it printed."""
-    command = [sys.executable, "-m", "bench.bench_e2e", *arguments]
-    done = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, check=False)
-    lines = [ln for ln in done.stdout.splitlines() if ln.startswith(RESULT_MARK)]
-    if done.returncode != 0 or not lines:
-        raise RuntimeError(f"{name}: failed (exit {done.returncode}):\n{done.stderr[-4000:]}")
-    return json.loads(lines[-1][len(RESULT_MARK) :])
-
-
-def run_input(name: str, input_dir: Path, config: str, work: Path) -> dict[str, Any]:
+def run_input(
+    name: str, input_dir: Path, config: str, work: Path, read_repeats: int
+) -> dict[str, Any]:
+    """The job in one fresh process, the reader alone in ``read_repeats`` others (one before
+    the job, the rest after it)."""
     output = work / f"run_{name}"
     shutil.rmtree(output, ignore_errors=True)  # a kept run from an earlier benchmark
     shutil.rmtree(work / f"run_{name}-confidential", ignore_errors=True)
     read_only = ["--read-only", str(input_dir), "--config", config]
-    cold = [_in_child(name, read_only)]
-    job = _in_child(name, ["--child", str(input_dir), str(output), "--config", config])
-    cold += [_in_child(name, read_only) for _ in range(READ_REPEATS - 1)]
-    median = float(np.median(cold))
+    job_args = ["--child", str(input_dir), str(output), "--config", config]
+    cold = [in_child(name, MODULE, read_only)]
+    job = in_child(name, MODULE, job_args)
+    cold += [in_child(name, MODULE, read_only) for _ in range(read_repeats - 1)]
+    reads = spread(cold)
     return {
         "input": name,
         **job,
-        "read_only_s": median,
+        "read_only_s": reads["median"],
         "read_only_runs_s": cold,
-        "job_over_read": job["wall_s"] / median,
+        "read_only_spread_s": reads,
+        "job_over_read": job["wall_s"] / reads["median"],
     }
 
 
@@ -261,14 +187,18 @@ def main() -> None:
     parser.add_argument("--config", default=PRODUCTION)
     parser.add_argument("--keep", help="keep inputs and runs in this folder (default: a temp dir)")
     parser.add_argument("--child", nargs=2, metavar=("INPUT", "OUTPUT"), help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--read-repeats", type=int, default=3, help="fresh-process runs of the reader alone"
+    )
+    add_results_argument(parser)
     parser.add_argument("--read-only", metavar="INPUT", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.read_only:
-        print(RESULT_MARK + json.dumps(read_only_seconds(args.config, args.read_only)), flush=True)
+        emit(read_only_seconds(args.config, args.read_only))
         return
     if args.child:
         result = child(args.config, args.child[0], Path(args.child[1]))
-        print(RESULT_MARK + json.dumps(result), flush=True)
+        emit(result)
         return
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(args.keep or tmp)
@@ -276,11 +206,17 @@ def main() -> None:
         runs = []
         for name, directory in build_inputs(args.persons, args.ri, work):
             print(f"== {name}", flush=True)
-            runs.append(run_input(name, directory, args.config, work))
+            runs.append(run_input(name, directory, args.config, work, args.read_repeats))
             print(f"   {runs[-1]['wall_s']:.0f} s wall", flush=True)
     ratios = report(runs)
-    data = {"config": args.config, "master": MASTER, "runs": runs, "scaling": ratios}
-    print(f"results: {write_results('e2e', data)}")
+    data = {
+        "config": args.config,
+        "master": MASTER,
+        "read_repeats": args.read_repeats,
+        "runs": runs,
+        "scaling": ratios,
+    }
+    print(f"results: {write_results('e2e', data, args.results)}")
 
 
 if __name__ == "__main__":

@@ -25,7 +25,7 @@ import pandas as pd
 
 from bench.accuracy_runs import NOISY, VARIANTS, load_runs, ri_input, run_one
 from bench.accuracy_tables import whole_levels
-from bench.common import git_commit, print_table, write_results
+from bench.harness import add_results_argument, print_table, write_results
 
 NAME = "h1"
 CONFIG = "configs/h1_2020_production.toml"
@@ -72,6 +72,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--work", type=Path, required=True, help="where runs are kept")
     parser.add_argument("--seeds", nargs="+", type=int, default=[1, 2, 3, 4, 5])
     parser.add_argument("--input", type=Path, help="input folder (default: RI fixture in --work)")
+    add_results_argument(parser)
     args = parser.parse_args(argv)
     args.work.mkdir(parents=True, exist_ok=True)
     input_dir = args.input or ri_input(args.work)
@@ -90,7 +91,6 @@ def main(argv: Sequence[str] | None = None) -> None:
         "command": shlex.join(
             ["python", "-m", "bench.bench_h1", *(sys.argv[1:] if argv is None else argv)]
         ),
-        "git_commit": git_commit(),
         "config": CONFIG,
         "input": str(input_dir),
         "seeds": args.seeds,
@@ -102,7 +102,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         "table": [dict(zip(HEADERS, row, strict=True)) for row in rows],
         "wall_s_of_runs_made_now": wall,
     }
-    print(f"\nresults: {write_results(NAME, payload)}")
+    print(f"\nresults: {write_results(NAME, payload, args.results)}")
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
-"""The production job on the three national-scale shapes of issue 25: LA-like, Texas-like, U.S.
+"""The production job on three national-scale shapes: the largest county, state and nation.
 
     python -m bench.bench_national [--scale 1] [--work out/national] [--inputs la_like ...]
+        [--results DIR]
 
 ``make bench-national`` runs it at full size. Each input is a synthetic fixture built once
 with ``das fixture synthetic`` and kept under ``--work`` (reused while its command is the
@@ -16,7 +17,7 @@ same); ``--scale 0.05`` multiplies the persons (not the counties or tracts) for 
   as 5M persons cannot fill 85,000 tracts of real size.
 
 All with a third of blocks empty (``--empty-blocks 0.33``, as in 2020: 8.1M blocks, 1/3
-empty). Each job runs in a fresh process (``bench.bench_e2e.whole_job``: the production
+empty). Each job runs in a fresh process (``bench.production_job.whole_job``: the production
 config in test mode, seed 1, ``local[2]``) and records: wall time, CPU seconds (all
 processes: driver, JVM, Python workers, sampled with the RSS) and peak resident memory per
 phase (the sum over all processes at one sample; the sum of each group's own peak, which
@@ -24,7 +25,7 @@ overstates it, is kept beside it); per level the solve-time distribution of the 
 (median, p99, max, sum) and its largest family; that the run validated (the job validates
 its output and writes its certificate only if valid). The per-unit CPU costs that
 ``bench.national_estimate`` scales to the U.S. come from these figures. Results:
-``bench/results/national.json`` and a table with the goals of issue 25 (they apply at
+``national.json`` and a table with the goals of ``bench.goals.NATIONAL`` (they apply at
 ``--scale 1``).
 """
 
@@ -46,11 +47,19 @@ import numpy as np
 import pandas as pd
 import psutil
 
-from bench.bench_e2e import PRODUCTION, SEED, solve_distribution, whole_job
-from bench.common import REPO_ROOT, RssSampler, print_table, write_results
+from bench.goals import national_goal_rows
+from bench.harness import (
+    REPO_ROOT,
+    add_results_argument,
+    emit,
+    in_child,
+    print_table,
+    write_results,
+)
+from bench.memory import RssSampler
 from bench.national_estimate import unit_costs
+from bench.production_job import MASTER, PRODUCTION, SEED, solve_distribution, whole_job
 
-RESULT_MARK = "BENCH_NATIONAL_RESULT "
 GIB = 1 << 30
 EMPTY_BLOCKS = "0.33"
 #: Seconds between samples of CPU time and memory (each sample walks the process tree).
@@ -84,31 +93,13 @@ INPUTS = (
 )
 
 
-@dataclass(frozen=True)
-class Goal:
-    """A goal of issue 25: ``measured(run) <= limit`` on the named inputs."""
-
-    name: str
-    inputs: tuple[str, ...]
-    key: str
-    limit: float
-
-
-GOALS = (
-    Goal("end to end <= 5 min", ("la_like", "us_shaped"), "wall_s", 300.0),
-    Goal("end to end <= 3 min", ("texas_like",), "wall_s", 180.0),
-    Goal("peak memory, all processes <= 8 GiB", ("la_like",), "peak_rss_gib", 8.0),
-    Goal("largest family <= 60 s wall", ("la_like", "texas_like", "us_shaped"), "largest_s", 60.0),
-)
-
-
 # ---- child: one job, sampled -------------------------------------------------------------------
 class TreeSampler(RssSampler):
     """RssSampler that also keeps a series of (time, CPU seconds, RSS all, largest worker).
 
-    Finding the tree reads every process of the machine (~20 ms of CPU on a busy one, held
-    under the GIL: at every sample it slowed the job it measured several-fold), so the tree
-    is found again only every TREE_SECONDS; each sample reads just the known processes. CPU
+    Finding the tree reads every process of the machine, under the GIL: done at every
+    sample it would slow the job it measures, so the tree is found again only every
+    TREE_SECONDS; each sample reads just the known processes. CPU
     seconds are each known process's own, its last reading kept once it is gone, less the
     sampler's own when it samples its own process's tree. Children times are not used: a
     Python worker that exits leaves its parent's count until reaped, and would then be
@@ -270,13 +261,8 @@ def run_input(spec: InputSpec, scale: float, config: str, work: Path) -> dict[st
     output = work / f"run_{spec.name}"
     shutil.rmtree(output, ignore_errors=True)
     shutil.rmtree(work / f"run_{spec.name}-confidential", ignore_errors=True)
-    command = [sys.executable, "-m", "bench.bench_national", "--config", config]
-    command += ["--child", str(input_dir), str(output)]
-    done = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, check=False)
-    lines = [ln for ln in done.stdout.splitlines() if ln.startswith(RESULT_MARK)]
-    if done.returncode != 0 or not lines:
-        raise RuntimeError(f"{spec.name}: failed (exit {done.returncode}):\n{done.stderr[-4000:]}")
-    job = json.loads(lines[-1][len(RESULT_MARK) :])
+    arguments = ["--config", config, "--child", str(input_dir), str(output)]
+    job = in_child(spec.name, "bench.bench_national", arguments)
     return {"input": spec.name, "fixture": asdict(spec), "fixture_build_s": fixture_s, **job}
 
 
@@ -292,31 +278,6 @@ def largest_family(run: dict[str, Any]) -> dict[str, Any]:
         .get(f"solve {level}", {})
         .get("peak_worker_rss_bytes"),
     }
-
-
-def goal_rows(runs: list[dict[str, Any]], scale: float) -> list[dict[str, Any]]:
-    """Each goal on each input it applies to: measured, limit, met or not."""
-    rows = []
-    for run in runs:
-        measured = {
-            "wall_s": run["wall_s"],
-            "peak_rss_gib": run["peak_rss_bytes"]["all"] / GIB,
-            "largest_s": run["largest_family"]["seconds"],
-        }
-        for goal in GOALS:
-            if run["input"] in goal.inputs:
-                value = measured[goal.key]
-                rows.append(
-                    {
-                        "input": run["input"],
-                        "goal": goal.name,
-                        "measured": value,
-                        "limit": goal.limit,
-                        "met": bool(value <= goal.limit and run["validated"]),
-                        "applies": scale == 1,
-                    }
-                )
-    return rows
 
 
 def report(runs: list[dict[str, Any]], goals: list[dict[str, Any]], scale: float) -> None:
@@ -354,7 +315,7 @@ def report(runs: list[dict[str, Any]], goals: list[dict[str, Any]], scale: float
     print_table(
         ["input", "goal", "measured", "limit", "met"],
         [[g["input"], g["goal"], g["measured"], g["limit"], g["met"]] for g in goals],
-        title=f"\ngoals of issue 25{note}",
+        title=f"\ngoals (bench/goals.py){note}",
     )
 
 
@@ -364,11 +325,11 @@ def main() -> None:
     parser.add_argument("--work", default=str(REPO_ROOT / "out" / "national"))
     parser.add_argument("--config", default=PRODUCTION)
     parser.add_argument("--inputs", nargs="*", choices=[s.name for s in INPUTS])
+    add_results_argument(parser)
     parser.add_argument("--child", nargs=2, metavar=("INPUT", "OUTPUT"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        result = measured_job(args.config, args.child[0], Path(args.child[1]))
-        print(RESULT_MARK + json.dumps(result), flush=True)
+        emit(measured_job(args.config, args.child[0], Path(args.child[1])))
         return
     if not 0 < args.scale <= 1:
         parser.error(f"--scale must be in (0, 1], got {args.scale}")
@@ -384,7 +345,7 @@ def main() -> None:
         runs.append(run)
         print(f"   {run['wall_s']:.0f} s wall, validated {run['validated']}", flush=True)
         path = save(runs, args, complete=len(runs) == len(args.inputs or INPUTS))
-    report(runs, goal_rows(runs, args.scale), args.scale)
+    report(runs, national_goal_rows(runs, args.scale), args.scale)
     print(f"results: {path}")
 
 
@@ -392,14 +353,14 @@ def save(runs: list[dict[str, Any]], args: argparse.Namespace, complete: bool) -
     """Write the runs so far (after each input: a later failure keeps the earlier ones)."""
     data = {
         "config": args.config,
-        "master": "local[2]",
+        "master": MASTER,
         "scale": args.scale,
         "complete": complete,
         "runs": runs,
         "unit_costs": unit_costs(runs),
-        "goals": goal_rows(runs, args.scale),
+        "goals": national_goal_rows(runs, args.scale),
     }
-    return write_results("national", data)
+    return write_results("national", data, args.results)
 
 
 if __name__ == "__main__":

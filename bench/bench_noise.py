@@ -1,35 +1,33 @@
 """Speed of the exact discrete Gaussian sampler, with OpenDP's measured alongside.
 
-Run as ``python -m bench.bench_noise``. Prints a table and writes bench/results/noise.json.
-Everything runs in one process on one core, ours and OpenDP's in the same run, so the
-ratio is meaningful even on a machine shared with other work (the load average at the
-start and end is recorded so that a noisy run can be recognised).
+    python -m bench.bench_noise [--size 1000000] [--repeats 5] [--opendp-size 100000]
+        [--calls 20000] [--results DIR]
+
+Prints a table and writes ``noise.json``. Everything runs in one process on one core, ours
+and OpenDP's in the same run, so the ratio is meaningful even on a machine shared with
+other work (the load average at the start and end is recorded so that a noisy run can be
+recognised). Each timed figure keeps its spread over the repeats (min, median, max).
 """
 
 from __future__ import annotations
 
 import argparse
-import datetime as dt
-import json
 import math
 import os
-import platform
 import statistics
-import sys
 import time
 from collections.abc import Callable
 from fractions import Fraction
-from importlib import metadata
-from pathlib import Path
+from typing import Any
 
-import numpy as np
-
-from das.privacy.candidates import Stats
-from das.privacy.generator import secure_rng
-from das.privacy.sampler import _sample, discrete_gaussian, discrete_gaussian_rows
+from bench.harness import add_results_argument, package_version, spread, write_results
+from das.privacy.bernoulli import TOLERANCE
+from das.privacy.candidates import Stats, compiled_draws
+from das.privacy.generator import Rng, secure_rng
+from das.privacy.plan import sampling_plan
+from das.privacy.sampler import discrete_gaussian, discrete_gaussian_rows
 
 SIGMA2S = (Fraction(1), Fraction(10), Fraction(100), Fraction(10**4))
-RESULTS = Path(__file__).resolve().parent / "results" / "noise.json"
 
 
 def timed(call: Callable[[], object], repeats: int) -> list[float]:
@@ -43,18 +41,29 @@ def timed(call: Callable[[], object], repeats: int) -> list[float]:
     return times
 
 
-def ours_throughput(sigma2: Fraction, size: int, repeats: int) -> dict[str, float]:
+def counted_draws(sigma2: Fraction, size: int, rng: Rng) -> Stats | None:
+    """Draw as ``discrete_gaussian`` does where its compiled path runs (every sigma2 here),
+    counting the candidates and exact decisions; None where that path does not run."""
+    plan = sampling_plan(sigma2.numerator, sigma2.denominator, TOLERANCE)
+    if plan.final is None:
+        return None
+    stats = Stats()
+    compiled_draws(plan, size, rng, stats)
+    return stats
+
+
+def ours_throughput(sigma2: Fraction, size: int, repeats: int) -> dict[str, Any]:
     rng = secure_rng()
     times = timed(lambda: discrete_gaussian(sigma2, size, rng), repeats)
-    stats = Stats()
     before = rng.words_used
-    _sample(sigma2, size, rng, stats=stats)
+    stats = counted_draws(sigma2, size, rng)
     return {
         "draws_per_s_best": size / min(times),
         "draws_per_s_median": size / statistics.median(times),
-        "candidates_per_draw": stats.candidates / size,
+        "seconds": spread(times),
+        "candidates_per_draw": None if stats is None else stats.candidates / size,
         "words_per_draw": (rng.words_used - before) / size,
-        "exact_decisions_per_draw": stats.exact_decisions / size,
+        "exact_decisions_per_draw": None if stats is None else stats.exact_decisions / size,
     }
 
 
@@ -87,7 +96,7 @@ def rows_us(sigma2: Fraction, size: int, streams: int) -> float:
     return statistics.median(timed(run, 3)) / streams * 1e6
 
 
-def opendp_throughput(sigma2: Fraction, size: int, repeats: int) -> dict[str, float] | None:
+def opendp_throughput(sigma2: Fraction, size: int, repeats: int) -> dict[str, Any] | None:
     try:
         import opendp.prelude as dp
     except ImportError:
@@ -101,6 +110,7 @@ def opendp_throughput(sigma2: Fraction, size: int, repeats: int) -> dict[str, fl
     return {
         "draws_per_s_best": size / min(times),
         "draws_per_s_median": size / statistics.median(times),
+        "seconds": spread(times),
     }
 
 
@@ -110,41 +120,15 @@ def keystream_gbytes_per_s() -> float:
     return 8 * words / min(timed(lambda: rng.random_uint64(words), 5)) / 1e9
 
 
-def machine() -> dict[str, object]:
-    info: dict[str, object] = {
-        "cpu_count": os.cpu_count(),
-        "cpu": platform.processor() or platform.machine(),
-        "platform": platform.platform(),
-        "python": sys.version.split()[0],
-        "numpy": np.__version__,
-        "cryptography": metadata.version("cryptography"),
-    }
-    try:
-        info["opendp"] = metadata.version("opendp")
-    except metadata.PackageNotFoundError:
-        info["opendp"] = None
-    try:
-        with open("/proc/cpuinfo") as f:
-            names = [line.split(":", 1)[1].strip() for line in f if line.startswith("model name")]
-        if names:
-            info["cpu"] = names[0]
-    except OSError:
-        pass
-    try:
-        import psutil
-
-        info["memory_gb"] = round(psutil.virtual_memory().total / 2**30, 1)
-    except ImportError:
-        pass
-    return info
-
-
 def main(argv: list[str] | None = None) -> dict[str, object]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size", type=int, default=1_000_000, help="draws per timed call")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--opendp-size", type=int, default=100_000)
-    parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument(
+        "--calls", type=int, default=20_000, help="calls of one draw (a twentieth of 2,016)"
+    )
+    add_results_argument(parser)
     args = parser.parse_args(argv)
 
     load_before = os.getloadavg()
@@ -156,7 +140,7 @@ def main(argv: list[str] | None = None) -> dict[str, object]:
         rows.append({"sigma2": str(sigma2), "ours": ours, "opendp": theirs, "ratio_best": ratio})
 
     overhead = []
-    for size, calls in ((1, 20_000), (2016, 1_000)):
+    for size, calls in ((1, args.calls), (2016, max(1, args.calls // 20))):
         for fresh in (False, True):
             overhead.append(
                 {
@@ -169,33 +153,30 @@ def main(argv: list[str] | None = None) -> dict[str, object]:
                 }
             )
     root = secure_rng()
-    child_us = statistics.median(timed(lambda: [root.child(f"b|{i}") for i in range(20_000)], 3))
+    children = args.calls
+    child_s = statistics.median(timed(lambda: [root.child(f"b|{i}") for i in range(children)], 3))
 
     result: dict[str, object] = {
-        "benchmark": "das.privacy.sampler.discrete_gaussian (secure_rng) vs opendp make_gaussian",
-        "timestamp": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        "machine": machine(),
+        "measures": "das.privacy.sampler.discrete_gaussian (secure_rng) vs opendp make_gaussian",
+        "versions": {n: package_version(n) for n in ("cryptography", "opendp", "numba")},
         "load_average_before": load_before,
         "load_average_after": os.getloadavg(),
         "size": args.size,
         "repeats": args.repeats,
         "opendp_size": args.opendp_size,
+        "calls": args.calls,
         "throughput": rows,
         "per_call": overhead,
-        "child_creation_us": child_us / 20_000 * 1e6,
+        "child_creation_us": child_s / children * 1e6,
         "keystream_gbytes_per_s": keystream_gbytes_per_s(),
     }
     report(result)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2) + "\n")
-    print(f"\nwritten to {args.out}")
+    print(f"\nwritten to {write_results('noise', result, args.results)}")
     return result
 
 
 def report(result: dict[str, object]) -> None:
-    m = result["machine"]
-    print(f"{m['cpu']} x{m['cpu_count']}, Python {m['python']}, numpy {m['numpy']}, "
-          f"opendp {m['opendp']}; load {result['load_average_before'][0]:.2f}")
+    print(f"opendp {result['versions']['opendp']}; load {result['load_average_before'][0]:.2f}")
     print(f"\n{'sigma2':>8} {'ours best/s':>13} {'ours median/s':>14} "
           f"{'opendp best/s':>14} {'ratio':>7} {'words/draw':>11}")
     for row in result["throughput"]:

@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from bench.common import print_table, write_results
+from bench.harness import add_results_argument, print_table, write_results
 from das.solve.parent import ParentProblem, round_l2, solve_parent
 from das.solve.reference import solve_parent_reference
 from tests.unit.solve.instances import Instance, parent_instance
@@ -136,6 +136,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=2020)
     parser.add_argument("--mip-time-limit", type=float, default=20.0,
                         help="seconds each rounding MIP may run, ours and the reference's")
+    add_results_argument(parser)
     args = parser.parse_args(argv)
     single_threaded()
     records = []
@@ -160,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
     _print_summary(figures, len(records), sum("reference" in r for r in records))
     path = write_results("optimize", {
         "settings": {**vars(args), "block_rho": BLOCK_RHO, "blas_threads": 1},
-        "summary": figures, "instances": records})
+        "summary": figures, "instances": records}, args.results)
     print(f"\nwrote {path}")
     return 0
 

@@ -1,34 +1,41 @@
 """Reader throughput and peak memory: synthetic states through ``das.input.read.read_histograms``.
 
-Run as ``python -m bench.bench_read [--persons 1000000 4000000] [--driver-memory 2g]``. For each size a synthetic
-state is written (``das.fixtures.synthetic``) to a temporary folder, then read in a fresh
-child process on ``local[2]`` with ``configs/demo.toml`` (8 shuffle partitions). The timed
-work is the reader's whole job: load, contract checks, recode into block histograms and
-aggregation to every level, forced by counting each level's frame and summing the block
-level's counts (which must equal the number of persons). Spark session start-up is timed
-apart. A fresh process per size keeps one size's JVM heap and caches out of the next one's
-figures and makes the peak-RSS numbers per size.
+    python -m bench.bench_read [--persons 1000000 4000000] [--driver-memory 2g] [--results DIR]
 
-Memory: the driver Python process's RSS and the Spark JVM's (the ``java`` processes under
-the driver; any Python workers Spark forks are reported apart) are sampled by a thread every
-SAMPLE_SECONDS with psutil; the JVM's kernel high-water mark (VmHWM) is added as a cross-check
-where /proc has it. Prints a table and writes bench/results/read.json.
+For each size a synthetic state is written (``das.fixtures.synthetic``) to a temporary
+folder, then read in a fresh child process on ``local[2]`` with ``configs/demo.toml`` (8
+shuffle partitions). The timed work is the reader's whole job: load, contract checks, recode
+into block histograms and aggregation to every level, forced by counting each level's frame
+and summing the block level's counts (which must equal the number of persons). Spark session
+start-up is timed apart. A fresh process per size keeps one size's JVM heap and caches out
+of the next one's figures and makes the peak-RSS numbers per size.
+
+Memory: the driver's, the JVM's and any Python workers' RSS, sampled by ``bench.memory``,
+with the JVM's kernel high-water mark (VmHWM) as a cross-check where /proc has it. Prints a
+table and writes ``read.json``.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import resource
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from bench.common import REPO_ROOT, RssSampler, print_table, vm_hwm, write_results
+from bench.harness import (
+    REPO_ROOT,
+    ChildFailed,
+    add_results_argument,
+    emit,
+    in_child,
+    print_table,
+    write_results,
+)
+from bench.memory import RssSampler, vm_hwm
 
 DEFAULT_PERSONS = (1_000_000, 4_000_000)
 CONFIG = REPO_ROOT / "configs" / "demo.toml"
@@ -36,7 +43,6 @@ MASTER = "local[2]"
 SHUFFLE_PARTITIONS = 8
 SEED = 1
 MIB = 1 << 20
-RESULT_MARK = "BENCH_READ_RESULT "
 
 
 # ---- child: one measurement -----------------------------------------------------------------
@@ -105,11 +111,6 @@ def run_size(persons: int, workdir: Path, driver_memory: str | None) -> dict[str
     env = dict(os.environ)
     if driver_memory:
         env["PYSPARK_SUBMIT_ARGS"] = f"--driver-memory {driver_memory} pyspark-shell"
-    child = subprocess.run(
-        [sys.executable, "-m", "bench.bench_read", "--measure", str(input_dir),
-         "--persons", str(persons)],
-        cwd=REPO_ROOT, env=env, capture_output=True, text=True, check=False,
-    )  # fmt: skip
     run: dict[str, Any] = {
         "persons": persons,
         "units": summary.units,
@@ -117,10 +118,11 @@ def run_size(persons: int, workdir: Path, driver_memory: str | None) -> dict[str
         "input_bytes": sum(p.stat().st_size for p in input_dir.glob("*.parquet")),
         "fixture_write_s": fixture_s,
     }
-    lines = [x for x in child.stdout.splitlines() if x.startswith(RESULT_MARK)]
-    if child.returncode != 0 or not lines:
-        return {**run, "error": _first_error(child.stderr)}
-    return {**run, **json.loads(lines[-1][len(RESULT_MARK) :])}
+    measure_args = ["--measure", str(input_dir), "--persons", str(persons)]
+    try:
+        return {**run, **in_child(f"{persons:,} persons", "bench.bench_read", measure_args, env)}
+    except ChildFailed as failed:
+        return {**run, "error": _first_error(failed.stderr)}
 
 
 def _first_error(stderr: str) -> str:
@@ -158,11 +160,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument(
         "--name", default="read", help="bench/results/<name>.json (one current file per benchmark)"
     )
+    add_results_argument(parser)
     parser.add_argument("--measure", type=Path, help=argparse.SUPPRESS)  # child mode
     args = parser.parse_args(argv)
     if args.measure:
         result = measure(args.measure, args.persons[0])
-        print(RESULT_MARK + json.dumps(result), flush=True)
+        emit(result)
         return result
     runs = []
     with tempfile.TemporaryDirectory(prefix="bench_read_") as tmp:
@@ -179,7 +182,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "driver_memory_arg": args.driver_memory,
         "runs": runs,
     }
-    path = write_results(args.name, data)
+    path = write_results(args.name, data, args.results)
     print(f"results: {path}")
     return data
 

@@ -1,12 +1,12 @@
 """The U.S. estimate of docs/performance.md, computed from ``bench/results/national.json``.
 
     python -m bench.national_estimate [--results bench/results/national.json]
-                                      [--doc docs/performance.md]
 
-Prints (or, with ``--doc``, writes in place of the document's section "A national run (an
-estimate)") the CPU-hours, the wall time on one 96-core machine and on 1,000 cores, and the
-memory of the largest task of a run on the U.S. persons, from the costs and the critical
-paths ``make bench-national`` measured. The model, every part of it stated in the output:
+Prints the section "A national run (an estimate)" of docs/performance.md (which
+``bench.performance_page`` generates with it): the CPU-hours, the wall time on one 96-core
+machine and on 1,000 cores, and the memory of the largest task of a run on the U.S.
+persons, from the costs and the critical paths ``make bench-national`` measured. The
+model, every part of it stated in the output:
 
 - each phase's CPU seconds (all processes, as sampled) per unit of what drives it: persons
   for read, write, metrics and validate; geounits of every level for measure and estimate;
@@ -24,10 +24,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+from bench.goals import NATIONAL_WALL_S, national_goal_rows
 
 RESULTS = Path(__file__).resolve().parent / "results" / "national.json"
 SECTION = "## A national run (an estimate)"
@@ -54,14 +55,10 @@ CRITICAL_FAMILIES = {
     "block": "the largest block group's blocks (any input)",
 }
 #: The 2020 production run of the persons file: 10.5 hours on up to 100 nodes of 96 cores,
-#: with Gurobi (issue 25).
+#: with Gurobi (the Census Bureau's published figure).
 PRODUCTION_2020_HOURS = 10.5
 PRODUCTION_2020_CORES = 100 * 96
-#: The LA-like tract family before it was rounded in exact parts: one task of 192 s while
-#: the other core idled (issue 25, measured on the LA-like input, local[2]).
-LARGEST_FAMILY_BEFORE_S = 192.0
-CORES = (96, 1_000)
-GOALS_S = {96: 3_600.0, 1_000: 600.0}
+CORES = tuple(NATIONAL_WALL_S)
 GIB = 1 << 30
 
 
@@ -174,8 +171,7 @@ def render(data: Mapping[str, Any]) -> str:
         f"- CPU: {by_cores[96]['cpu_hours']:,.1f} CPU-hours, against the 2020 production's "
         f"10.5 hours on up to 100 nodes of 96 cores with Gurobi (up to {production:,.0f} "
         "core-hours).",
-        f"- Largest task: {seconds:.1f} s ({where}); before the exact parts the LA-like tract "
-        f"family took {LARGEST_FAMILY_BEFORE_S:.0f} s as one task.",
+        f"- Largest task: {seconds:.1f} s ({where}).",
         "",
         "Left out: Spark's own costs at that scale beyond its fixed cost per phase "
         "(scheduling thousands of tasks, shuffles over a network, stragglers), reading from "
@@ -204,9 +200,9 @@ def _measured(data: Mapping[str, Any]) -> list[str]:
         )
     goals = "; ".join(
         f"{g['input']} {g['goal']}: {g['measured']:.1f}, {'met' if g['met'] else 'MISSED'}"
-        for g in data.get("goals", [])
+        for g in national_goal_rows(data["runs"], float(data.get("scale", 1.0)))
     )
-    return [*lines, "", f"Goals of issue 25 (on this 2-core machine, at scale 1): {goals}."]
+    return [*lines, "", f"Goals (`bench/goals.py`; on this 2-core machine, at scale 1): {goals}."]
 
 
 def _phase_table(data: Mapping[str, Any], by_cores: Mapping[int, Any]) -> list[str]:
@@ -271,7 +267,7 @@ def _assumptions(data: Mapping[str, Any], est: Mapping[str, Any]) -> list[str]:
 
 
 def _verdict(est: Mapping[str, Any], cores: int) -> str:
-    goal = GOALS_S[cores]
+    goal = NATIONAL_WALL_S[cores]
     met = "meets" if est["wall_s"] <= goal else "misses"
     return (
         f"- On {cores:,} cores: {_minutes(est['wall_s'])} (bound {_minutes(est['bound_s'])}); "
@@ -279,29 +275,14 @@ def _verdict(est: Mapping[str, Any], cores: int) -> str:
     )
 
 
-def replace_section(document: str, section: str) -> str:
-    """``document`` with its national section (up to the next ``## `` heading) replaced."""
-    pattern = re.compile(re.escape(SECTION) + r"\n.*?(?=^## |\Z)", re.S | re.M)
-    if not pattern.search(document):
-        raise SystemExit(f"no section {SECTION!r} in the document")
-    return pattern.sub(lambda _: section + "\n", document, count=1).rstrip("\n") + "\n"
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--results", default=str(RESULTS))
-    parser.add_argument("--doc", help="write the section into this document (docs/performance.md)")
     args = parser.parse_args()
     if not Path(args.results).exists():
         raise SystemExit(f"{args.results} does not exist: run `make bench-national` first")
     data = json.loads(Path(args.results).read_text())
-    section = render(data)
-    if args.doc:
-        doc = Path(args.doc)
-        doc.write_text(replace_section(doc.read_text(), section))
-        print(f"wrote the section into {doc}")
-    else:
-        print(section, end="")
+    print(render(data), end="")
 
 
 if __name__ == "__main__":

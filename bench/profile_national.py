@@ -2,13 +2,13 @@
 
     python -m bench.profile_national INPUT_DIR [--config CONFIG] [--top 15] [--keep DIR]
 
-Runs the job once (production config in test mode, seed 1, ``local[2]``, as
-``bench.bench_national``) with the driver under cProfile and Spark's worker profiler on
-(``spark.sql.pyspark.udf.profiler=perf``: cProfile around each Python UDF, ``mapInArrow``
-and ``applyInArrow`` included, summed over tasks per UDF). Prints the phases' wall times,
+Runs the job once (``bench.production_job``'s settings, as the other benchmarks) with the
+driver under cProfile and Spark's worker profiler on (``spark.sql.pyspark.udf.profiler=perf``:
+cProfile around each Python UDF, ``mapInArrow`` and ``applyInArrow`` included, summed over
+tasks per UDF). Prints the phases' wall times,
 then the top functions by own time of the driver and of each UDF (the measurement, each
-level's families, the MDF's writer, the metrics). Profiling slows Python code by about
-1.5-2x, unevenly: compare shares within one profile, not seconds with a run's.
+level's families, the MDF's writer, the metrics). Profiling slows Python code unevenly:
+compare shares within one profile, not seconds with a run's.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.bench_e2e import PRODUCTION, SEED, _overrides
+from bench.production_job import OVERRIDES, PRODUCTION, SEED
 
 PROFILER = ("spark.sql.pyspark.udf.profiler", "perf")
 
@@ -41,7 +41,7 @@ def profile(config_path: str, input_dir: str, output: Path, count: int) -> None:
     from das.spark.session import spark_session
     from das.spec.config import load_config
 
-    config = load_config(config_path, overrides=_overrides(), seed=SEED)
+    config = load_config(config_path, overrides=list(OVERRIDES), seed=SEED)
     spark = spark_session(config.file.spark, "profile national", [PROFILER])
     driver = cProfile.Profile()
     start = time.perf_counter()

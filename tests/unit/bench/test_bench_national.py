@@ -9,14 +9,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from bench.bench_national import (
-    GIB,
-    INPUTS,
-    PhaseMarks,
-    goal_rows,
-    level_detail,
-    phase_usage,
-)
+from bench.bench_national import GIB, INPUTS, PhaseMarks, level_detail, phase_usage
+from bench.goals import national_goal_rows as goal_rows
 
 
 def test_fixture_arguments_scale_the_persons_only() -> None:

@@ -1,4 +1,4 @@
-"""The U.S. estimate from national.json: per-unit costs, the wall-time model, the doc section."""
+"""The U.S. estimate from national.json: per-unit costs, the wall-time model, the section."""
 
 from __future__ import annotations
 
@@ -12,7 +12,6 @@ from bench.national_estimate import (
     driver,
     estimate,
     render,
-    replace_section,
     unit_costs,
 )
 
@@ -85,17 +84,6 @@ def test_wall_is_overhead_plus_cpu_over_cores_or_the_largest_family() -> None:
     assert small["wall_s"] == pytest.approx(1.5 + 9.0)  # the family is the critical path
     assert est["wall_s"] == pytest.approx(sum(p["wall_s"] for p in est["phases"].values()))
     assert est["cpu_hours"] == pytest.approx(sum(p["cpu_s"] for p in est["phases"].values()) / 3600)
-
-
-def test_section_is_replaced_up_to_the_next_heading_or_the_end() -> None:
-    doc = f"# P\n\nintro\n\n{SECTION}\n\nold text\n\n## Next\n\nkept\n"
-    assert replace_section(doc, f"{SECTION}\n\nnew\n") == (
-        f"# P\n\nintro\n\n{SECTION}\n\nnew\n\n## Next\n\nkept\n"
-    )
-    last = f"# P\n\n{SECTION}\n\nold\n"
-    assert replace_section(last, f"{SECTION}\n\nnew\n") == f"# P\n\n{SECTION}\n\nnew\n"
-    with pytest.raises(SystemExit, match="no section"):
-        replace_section("# P\n", "x")
 
 
 def test_render_marks_small_scale_figures() -> None:
