@@ -8,7 +8,7 @@ OUT    ?= out
 SEED   ?= 2020
 PERSONS ?= 200000
 
-.PHONY: install lock lock-check run test test-fast lint docs layout bench bench-e2e bench-coverage bench-accuracy bench-h1 bench-national clean cluster-up cluster-down dist
+.PHONY: install lock lock-check run test test-fast lint docs layout bench bench-quick bench-docs bench-e2e bench-read bench-noise bench-optimize bench-cluster bench-coverage bench-accuracy bench-h1 bench-national clean cluster-up cluster-down dist
 
 ## make install: .venv with das (editable) and every dependency at the version constraints.txt
 ## pins, so that the same seed gives the same output on every fresh install (HiGHS and numba
@@ -79,41 +79,70 @@ docs: install
 layout: install
 	$(BIN)/python -m tests.layout
 
-## make bench: speed and memory figures, printed and written to bench/results/.
+## make bench: every benchmark below at its full size and repeats (hours on 2 cores), each in
+## its own process, writing bench/results/; then docs/performance.md from those files.
+## QUICK=1: as make bench-quick.
 bench: install
-	$(BIN)/python -m bench.run_all
+	$(BIN)/python -m bench.run_all --out $(OUT) $(if $(QUICK),--quick)
+
+## make bench-quick: every benchmark on small inputs with one repeat, to check that each still
+## runs; inputs, runs and results in $(OUT)/bench-quick, never over bench/results.
+bench-quick: install
+	$(BIN)/python -m bench.run_all --out $(OUT) --quick
+
+## make bench-docs: docs/performance.md and docs/accuracy.md from the committed results files
+## and bench/goals.py, nothing rerun (tests hold both pages equal to what this makes).
+bench-docs: install
+	$(BIN)/python -m bench.performance_page
+	$(BIN)/python -m bench.accuracy_results
 
 ## make bench-e2e: the production job on the RI fixture and 1M/2M/4M synthetic states
-## (local[2]); prints the table, writes bench/results/e2e.json. Takes 20-35 min on 2 cores.
+## (local[2]), each beside the reader alone; writes bench/results/e2e.json.
 bench-e2e: install
 	$(BIN)/python -m bench.bench_e2e
 
+## make bench-read: the reader alone on 1M and 4M synthetic states; writes read.json.
+bench-read: install
+	$(BIN)/python -m bench.bench_read
+
+## make bench-noise: the exact sampler, with OpenDP's in the same process; writes noise.json.
+bench-noise: install
+	$(BIN)/python -m bench.bench_noise
+
+## make bench-optimize: the per-parent solver against the cvxpy reference; writes optimize.json.
+bench-optimize: install
+	$(BIN)/python -m bench.bench_optimize
+
+## make bench-cluster: the RI job on a loopback standalone cluster and on local[2]: task-time
+## spread per phase; writes cluster.json.
+bench-cluster: install
+	$(BIN)/python -m bench.bench_cluster
+
 ## make bench-coverage: coverage of the estimator's 90% intervals over 5 seeds on the RI
 ## fixture (built into $(OUT)/coverage; RI=DIR reads another), 25 on a synthetic state of 100
-## counties, and of the occupancy product's (H1) over 5 on the RI fixture's units (about
-## 8 min); writes bench/results/coverage.json.
+## counties, and of the occupancy product's (H1) over 5 on the RI fixture's units; writes
+## bench/results/coverage.json.
 bench-coverage: install
 	$(BIN)/python -m bench.bench_coverage --work $(OUT)/coverage $(if $(RI),--ri $(RI))
 
-## make bench-national: the production job on the LA-like (10M persons, 2,500 tracts), Texas-like
-## (5M, 254 counties) and U.S.-shaped (5M, 52 states) inputs, cached in $(OUT)/national
-## (SCALE=0.05 for a quick check); writes bench/results/national.json, then
-## `python -m bench.national_estimate --doc docs/performance.md` redoes the U.S. estimate.
+## make bench-national: the production job on the largest county family (10M persons, 2,500
+## tracts), the largest state family (5M, 254 counties) and a nation of 52 states (5M),
+## inputs cached in $(OUT)/national (SCALE=0.05 for a small check); writes
+## bench/results/national.json, from which docs/performance.md estimates the U.S. run.
 SCALE ?= 1
 bench-national: install
 	$(BIN)/python -m bench.bench_national --work $(OUT)/national --scale $(SCALE)
 
 ## make bench-accuracy: error of each post-processing variant (default, measurements, own
 ## totals, the 2020 rule), of the BLUE and of the noisy measurements over 5 seeds on the RI
-## fixture (built into $(OUT)/accuracy from ../shared/data/real); runs are cached there (20 RI
-## runs, about 25 min on 2 cores); regenerates docs/accuracy.md, docs/img/accuracy_*.png and
-## bench/results/accuracy.json.
+## fixture (built into $(OUT)/accuracy from ../shared/data/real; runs cached there); writes
+## bench/results/accuracy.json, then docs/accuracy.md and docs/img/accuracy_*.png from it.
 bench-accuracy: install
 	$(BIN)/python -m bench.bench_accuracy --work $(OUT)/accuracy --seeds 1 2 3 4 5
 
 ## make bench-h1: the occupancy product (configs/h1_2020_production.toml) with its target, the
 ## BLUE above the blocks, and with the noisy answers only, over 5 seeds on the RI fixture (runs
-## cached in $(OUT)/h1, about 45 s each); writes bench/results/h1.json.
+## cached in $(OUT)/h1); writes bench/results/h1.json.
 bench-h1: install
 	$(BIN)/python -m bench.bench_h1 --work $(OUT)/h1
 

@@ -1,13 +1,13 @@
 """Run every benchmark, each in its own process, then generate the pages from their results.
 
-    python -m bench.run_all [--quick] [name ...]
+    python -m bench.run_all [--quick] [--out out] [name ...]
 
 ``make bench`` runs the full set (hours: each benchmark at the sizes and repeats its figures
 in bench/results are quoted at) and then regenerates docs/performance.md from the results.
 ``make bench-quick`` (``--quick``) runs the same benchmarks on small inputs with one repeat,
-as a check that every one of them still runs end to end: its results go to
-``out/bench-quick/results`` (ignored by git; the accuracy page and plots to
-``out/bench-quick/docs``), never over the committed figures, which only full runs replace.
+as a check that every one of them still runs end to end: its inputs, runs and results go to
+``<out>/bench-quick`` (``out/`` is ignored by git; results in ``results/``, the accuracy page
+and plots in ``docs/``), never over the committed figures, which only full runs replace.
 
 Each benchmark runs in a subprocess so one's memory, JVM or failure cannot distort or stop
 the next. Coverage and the occupancy product run before the accuracy benchmark, whose page
@@ -25,27 +25,24 @@ from pathlib import Path
 
 from bench.harness import REPO_ROOT, RESULTS_DIR, print_table
 
-#: Where full runs keep their inputs and runs, and where quick mode keeps everything.
-OUT = REPO_ROOT / "out"
-QUICK = OUT / "bench-quick"
 #: The small synthetic state the quick runs share (built once by ``das fixture synthetic``).
 QUICK_PERSONS = 20_000
 
 
 @dataclass(frozen=True)
 class Benchmark:
-    """``python -m bench.<name>`` with its full and its quick arguments; ``{out}`` and
-    ``{quick}`` stand for OUT and QUICK."""
+    """``python -m bench.<name>`` with its full and its quick arguments; ``{out}`` stands
+    for the folder of work files, ``{quick}`` for its ``bench-quick``."""
 
     name: str
     full: tuple[str, ...]
     quick: tuple[str, ...]
 
-    def arguments(self, quick: bool) -> list[str]:
+    def arguments(self, quick: bool, out: Path) -> list[str]:
         chosen = self.quick if quick else self.full
-        paths = {"out": str(OUT), "quick": str(QUICK)}
+        paths = {"out": str(out), "quick": str(out / "bench-quick")}
         found = [a.format(**paths) for a in chosen]
-        return [*found, "--results", str(QUICK / "results")] if quick else found
+        return [*found, "--results", paths["quick"] + "/results"] if quick else found
 
 
 BENCHMARKS = (
@@ -87,9 +84,9 @@ BENCHMARKS = (
 NAMES = [b.name for b in BENCHMARKS]
 
 
-def quick_input() -> None:
+def quick_input(quick: Path) -> None:
     """The quick runs' shared input, built unless there."""
-    folder = QUICK / "input"
+    folder = quick / "input"
     if (folder / "persons.parquet").exists() and (folder / "units.parquet").exists():
         return
     das = Path(sys.executable).with_name("das")
@@ -108,18 +105,21 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("names", nargs="*", help=f"a subset of {', '.join(NAMES)}")
     parser.add_argument("--quick", action="store_true", help="small inputs, one repeat")
+    parser.add_argument("--out", type=Path, default=Path("out"), help="work files (default: out)")
     args = parser.parse_args(argv)
     unknown = sorted(set(args.names) - set(NAMES))
     if unknown:
         parser.error(f"unknown benchmarks {unknown}: choose from {', '.join(NAMES)}")
     chosen = [b for b in BENCHMARKS if not args.names or b.name in args.names]
     started = time.perf_counter()
+    out = (REPO_ROOT / args.out).resolve()  # the benchmarks run in the repository
+    quick = out / "bench-quick"
     if args.quick:
-        QUICK.mkdir(parents=True, exist_ok=True)
-        quick_input()
+        quick.mkdir(parents=True, exist_ok=True)
+        quick_input(quick)
     rows: list[list[object]] = []
     for benchmark in chosen:
-        arguments = benchmark.arguments(args.quick)
+        arguments = benchmark.arguments(args.quick, out)
         print(f"== {benchmark.name} {' '.join(arguments)}", flush=True)
         code, seconds = run(f"bench.{benchmark.name}", arguments)
         rows.append([benchmark.name, "ok" if code == 0 else f"failed (exit {code})", seconds])
@@ -129,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print_table(["benchmark", "status", "seconds"], rows)
     print(f"\nwall time: {time.perf_counter() - started:.0f} s")
-    print(f"results in {QUICK / 'results' if args.quick else RESULTS_DIR}")
+    print(f"results in {quick / 'results' if args.quick else RESULTS_DIR}")
     return 1 if any(str(r[1]).startswith("failed") for r in rows) else 0
 
 
