@@ -19,9 +19,9 @@ def write_file(
     """Write ``batches`` (a row group each) as the file ``name``; return its rows.
 
     Compressed and dictionary-encoded where it pays: the estimates are noisy doubles, on
-    which a dictionary never helps and zstd saves 3% of the bytes for twice the writer's
-    time (the writer was a third of the estimate's CPU); the variances repeat (zstd keeps
-    a third of their bytes), and so do the strings."""
+    which a dictionary never helps and zstd saves few bytes for much of the writer's time
+    (a large share of the estimate's CPU); the variances repeat (zstd shrinks them well),
+    and so do the strings."""
     lists = {f.name for f in schema if pa.types.is_list(f.type)}
     compression = {
         f"{f.name}.list.element" if f.name in lists else f.name: (

@@ -38,7 +38,7 @@ def known_zeros(schema: Schema, basis: Basis, units: np.ndarray | None, n: int) 
         return None
     grid = allowed_grid(schema, basis, units, n)
     # each row's bits as one integer (the grid has at most MAX_SPAN = 64 cells): np.unique
-    # of integers, not of rows, which sorts them as records (20 times slower)
+    # of integers, not of rows, which sorts them as records (much slower)
     keys = grid.astype(np.uint64) @ (np.uint64(1) << np.arange(grid.shape[1], dtype=np.uint64))
     _, first, pattern = np.unique(keys, return_index=True, return_inverse=True)
     return Zeros(pattern=pattern.reshape(-1), projectors=basis.projectors(grid[first]))

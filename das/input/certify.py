@@ -45,8 +45,8 @@ from das.spec.schema import Attribute, Schema
 
 #: Rows of the persons table above which the driver leaves the check to Spark: the
 #: certification holds the persons' keys, the units' columns and a batch of persons in
-#: memory (``das check`` peaked at 0.9 GiB on the LA-like input's 10M persons and 4.8M
-#: units, so about 4-5 GiB here), which a national file should not ask of the driver.
+#: driver memory, which grows with the rows and which a national file should not ask of
+#: the driver.
 MAX_ROWS = 64_000_000
 
 #: The range of each integer kind, as Spark's ``try_cast`` to it accepts.
@@ -108,8 +108,8 @@ def certify_input(config: Config, input_dir: str) -> Certified | None:
         # page): Spark's reader and check name the problem
         return None
     finally:
-        # the arrays are gone; without this Arrow's pool keeps about 0.2 GiB of them (the
-        # LA-like input) in the driver for the rest of the run
+        # the arrays are gone; without this Arrow's pool keeps their memory in the driver
+        # for the rest of the run
         pa.default_memory_pool().release_unused()
 
 

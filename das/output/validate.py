@@ -120,9 +120,9 @@ def _check_records(
     return problems
 
 
-#: From how many files the MDF is cached for the checks: each pass over the Parquet opens
-#: every file, which costs more than building the cache once the files are many
-#: (docs/performance.md).
+#: From how many files the MDF is cached for the checks. Each pass over the Parquet opens
+#: every file again, a cost per file, while caching costs per record: with few files the
+#: passes cost less than building the cache, with thousands of county files more.
 CACHE_FROM_FILES = 1000
 
 

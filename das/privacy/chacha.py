@@ -3,11 +3,10 @@ fresh ``Rng`` per key, word for word (RFC 8439's block function, counter from 0,
 
 Why: the measurement draws from one generator per (geounit, query), and most of a block's
 eleven queries need a few hundred words. Through ``cryptography`` each of those streams
-costs a cipher context, 5 to 8 microseconds of setup around well under a microsecond of
-keystream: on the LA-like input's 250,000 blocks, about ten CPU-seconds. Here a loop over
-the keys computes the same words in about two microseconds per hundred. OpenSSL's
-vectorised ChaCha20 is several times faster per byte (3.2 against 0.44 GB/s here), so
-long streams (a block's ``detailed`` query reads about 18,000 words) stay with it
+costs a cipher context, whose setup costs far more than the few words it is opened for,
+once per stream of every block. Here a loop over the keys computes the same words without
+a context. OpenSSL's vectorised ChaCha20 is faster per byte, so long streams (a block's
+``detailed`` query reads thousands of words) stay with it
 (``das.privacy.generator.draw_rows``).
 
 The block function is the standard one (the tests compare it with ``cryptography``'s

@@ -41,7 +41,7 @@ _BUFFER_MAX_WORDS = 1 << 14  # 128 KiB: small draws are served from here
 _ZEROS = bytes(8 * _BUFFER_MAX_WORDS)  # plaintext for the keystream: ChaCha20(0) = keystream
 _BIG_ENDIAN = sys.byteorder == "big"
 # The widest first draw that das.privacy.chacha computes rather than a cipher context per
-# stream: about where the two cost the same per stream (400-800 words, measured).
+# stream: about where the two cost the same per stream.
 COMPILED_MAX_WORDS = 512
 _NO_WORDS = np.empty(0, dtype=np.uint64)  # the buffer of an Rng that has not drawn yet
 _NO_WORDS.flags.writeable = False

@@ -323,9 +323,9 @@ def _files(
     """The executors' function when they write the NMF themselves: ``noisy``'s rows of the
     partition into its file (``das.spark.task_files``), and their count out.
 
-    The answers are small integers, which a dictionary and zstd store in about 0.7 of
-    what Spark's writer (snappy) takes; that writer cost more than half of the
-    measurement's wall time on the LA-like input (2.9M rows of up to 2,016 values)."""
+    The answers are small integers, which a dictionary and zstd store in less than
+    Spark's writer (snappy) takes, and Spark's writer is a large share of the
+    measurement's cost on a large input."""
 
     def written(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         name = PART.format(partition_id())

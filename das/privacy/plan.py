@@ -102,7 +102,7 @@ def sampling_plan(n: int, d: int, tolerance: float) -> Plan:
     if step is not None and final is not None:
         tables = (*step, *final)
         scalar_tables = tables
-        if t + reach <= _LIST_MAX:  # Python lists index about twice as fast as arrays
+        if t + reach <= _LIST_MAX:  # Python lists index faster than arrays
             scalar_tables = (
                 tables[0].tolist(), tables[1].tolist(), tables[2].tolist(), tables[3].tolist()
             )  # fmt: skip

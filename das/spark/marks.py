@@ -118,7 +118,7 @@ def _listed(spark: SparkSession, uri: str) -> list[tuple[str, int]]:
     Listed by Spark's own file index (the binary-file source, whose content is not read):
     in parallel on the executors when there are many directories (the MDF has one per
     county), and without what Hadoop's recursive ``listFiles`` costs per file (on the local
-    file system it starts a process per file for its permissions: 30 s for 3,000 files).
+    file system it starts a process per file for its permissions).
     """
     if not storage.exists(spark, uri):
         return []
@@ -152,7 +152,7 @@ def spark_schemas(spark: SparkSession, files: Sequence[tuple[str, int]]) -> list
     The footers are read by the driver's JVM in READ_THREADS threads at once
     (parquet-hadoop, through the Hadoop file system of each path: any Spark knows), in one
     call from Python; only the one entry of each comes back. Reading them one by one from
-    Python cost some 30 calls into the JVM per file: 110 s for 3,000 files.
+    Python cost some 30 calls into the JVM per file.
     """
     if not files:
         return []

@@ -25,9 +25,9 @@ log = logging.getLogger("das.spark")
 
 
 #: Adaptive execution merges small shuffle partitions by bytes, but here the cost is Python
-#: work per row (noise per geounit, a solve per family), not bytes: on the RI fixture it
-#: put the whole block level's measurement into one 20 s task (median task 0.1 s) and most
-#: block-level solves into one 15 s task. Off: every shuffle keeps spark.shuffle_partitions.
+#: work per row (noise per geounit, a solve per family), not bytes: it merges a level's
+#: whole measurement, or most of its solves, into one task that holds one core while the
+#: others idle. Off: every shuffle keeps spark.shuffle_partitions.
 COALESCE = "spark.sql.adaptive.coalescePartitions.enabled"
 
 
