@@ -1,6 +1,7 @@
 """The job on a 2-worker standalone cluster (loopback) and on local[2]: task-time spread per phase.
 
     python -m bench.bench_cluster [--persons N] [--ri PATH] [--config ...] [--partitions 8]
+        [--results DIR]
 
 Starts the loopback cluster (das.cluster.standalone, 2 workers of 1 core), runs
 ``spark-submit jobs/topdown.py`` on it with Spark's event log on, runs the same on
@@ -10,7 +11,7 @@ tasks, task time min / median / p90 / max, max/median, and the straggler time: f
 stage, stage end minus the end of its second-to-last task (how long one task ran alone),
 summed over the phase's stages. Default input: the RI 2010 blocks fixture with the
 production config in test mode (seed 1); ``--persons N`` uses a synthetic state instead.
-Results: bench/results/cluster.json.
+Results: ``cluster.json``.
 """
 
 from __future__ import annotations

@@ -3,14 +3,13 @@ true answers, over several seeds: the persons product on the RI fixture and a sy
 state, and the occupancy product (H1) on the RI fixture's housing units.
 
     python -m bench.bench_coverage --work DIR [--seeds 1 2 3 4 5] [--synthetic-seeds N]
-        [--ri DIR] [--persons N] [--counties N]
+        [--ri DIR] [--persons N] [--counties N] [--results DIR]
 
 RI has 5 counties, so its county rows count 5 intervals a seed; the synthetic state has
 many (100 by default) so that the county level's coverage is measured on as many
 intervals as a seed can give. Even so, 100 intervals a seed leave a binomial standard
-error of 0.013 on five seeds' coverage, too coarse to tell 0.90 from 0.92 (seeds 1 to 5
-gave 0.92 at the county, tract and block group, seeds 6 to 30 gave 0.90): the synthetic
-state, a few seconds a seed, runs seeds 1 to ``--synthetic-seeds`` (25).
+error of 0.013 on five seeds' coverage, too coarse to tell 0.90 from 0.92: the synthetic
+state, cheap per seed, runs seeds 1 to ``--synthetic-seeds`` (25).
 
 Per input: the histograms are read once; per seed, the noisy measurements are drawn
 (seeded test mode), the invariants and ``estimates/`` written (das.estimate) -- no
@@ -18,7 +17,7 @@ post-processing, which the estimates do not use. The true answers come from the 
 histograms (confidential: the figures here are the only thing taken from them). The noise
 is discrete Gaussian, so the normal interval is an approximation: coverage checks it.
 Cells whose variance is 0 (totals held exact) are left out. Also times the estimate pass
-(CPU and wall seconds per seed). Writes bench/results/coverage.json.
+(CPU and wall seconds per seed). Writes ``coverage.json``.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Accuracy of the occupancy product (H1) under the post-processor's two targets.
 
-    python -m bench.bench_h1 --work DIR [--seeds 1 2 3 4 5] [--input DIR]
+    python -m bench.bench_h1 --work DIR [--seeds 1 2 3 4 5] [--input DIR] [--results DIR]
 
 Runs ``configs/h1_2020_production.toml`` as shipped (variant ``default``: the BLUE above
 the blocks) and with ``postprocess.target=measurements`` (the noisy answers only), once
@@ -9,7 +9,7 @@ into DIR/ri_input); the runs are bench.accuracy_runs' (DIR/<variant>/seed<s>, ke
 finished). Prints per level the MAE per cell of the occupancy query (``detailed``:
 occupied, vacant; the totals are invariant), mean [min, max] over the seeds, for both and
 for the noisy measurements, the ratio of the means and on how many seeds the default's
-was lower. Writes bench/results/h1.json.
+was lower. Writes ``h1.json``.
 """
 
 from __future__ import annotations

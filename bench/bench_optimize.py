@@ -1,12 +1,12 @@
 """Per-parent post-processing: the structured solver against the cvxpy reference, side by side.
 
-Run as ``python -m bench.bench_optimize [--instances N] [--reference M]``. Builds N
+Run as ``python -m bench.bench_optimize [--instances N] [--reference M] [--results DIR]``. Builds N
 block-group-like parents (10-60 block children, 100-500 live cells of the persons schema,
 the ten non-total queries of the 2020 strategy with block-level weights, child totals
 fixed as after the total pass), solves each with ``das.solve.parent.solve_parent`` and the
 first M also with ``das.solve.reference`` (cvxpy + Clarabel for L2, cvxpy + HiGHS for the
 rounding MILP), instance by instance in the same process, so load on a shared machine hits
-both alike. Prints a table and writes bench/results/optimize.json.
+both alike. Prints a table and writes ``optimize.json``.
 
 BLAS runs single-threaded (the process re-executes itself with OPENBLAS_NUM_THREADS=1):
 in production each parent is one Spark task on one core, and on a shared machine a second

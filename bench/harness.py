@@ -5,7 +5,8 @@ A figure means little without its machine, the code it measured (git commit) and
 over repeats, so every results file carries them (``write_results``). A measurement runs in a
 fresh process (``in_child``) so that one input's JVM, caches and memory peaks stay out of the
 next one's figures; the child prints its result as one marked JSON line (``emit``).
-Results go to ``bench/results/<name>.json`` unless a benchmark's ``--results DIR`` says
+Results go to ``bench/results/<name>.json`` (the figures docs/performance.md and
+docs/accuracy.md are generated from) unless a benchmark's ``--results DIR`` says
 otherwise (``make bench-quick`` writes to ``out/bench-quick/results``, so that its small-scale
 figures never replace the committed ones).
 """

@@ -6,8 +6,7 @@ Reads the run's level checkpoints to find the parents that took longest at ``--l
 rebuilds exactly the rows their Spark task saw (children's noisy answers, with their BLUE
 where the level fits it, units, totals, and the parent's protected counts), solves each
 again on the driver under cProfile, and prints where the time went (cumulative, top
-functions). This is the tool behind the before/after figures in docs/performance.md: a
-per-family profile, not a whole-run timer.
+functions): a per-family profile, not a whole-run timer.
 """
 
 from __future__ import annotations

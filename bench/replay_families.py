@@ -1,5 +1,5 @@
-"""Capture families of a finished run, then replay their solves in one process: the per-family
-before/after figures of docs/performance.md come from this.
+"""Capture families of a finished run, then replay their solves in one process: a change to
+the per-family solver is timed, and shown exact, on the same families before and after it.
 
     python -m bench.replay_families capture RUN_DIR INPUT_DIR --config CONFIG --level block \
         [--families 80] [--seed 0] --out FILE
