@@ -4,8 +4,9 @@
 
 ``make bench`` runs the full set (hours: each benchmark at the sizes and repeats its figures
 in bench/results are quoted at) and then regenerates docs/performance.md from the results.
-``make bench-quick`` (``--quick``) runs the same benchmarks on small inputs with one repeat,
-as a check that every one of them still runs end to end: its inputs, runs and results go to
+``make bench-quick`` (``--quick``) runs the same benchmarks on small inputs with one repeat
+and one seed (the accuracy benchmark with the variants its goals compare), as a check that
+every one of them still runs end to end: its inputs, runs and results go to
 ``<out>/bench-quick`` (``out/`` is ignored by git; results in ``results/``, the accuracy page
 and plots in ``docs/``), never over the committed figures, which only full runs replace.
 
@@ -77,6 +78,7 @@ BENCHMARKS = (
         "bench_accuracy",
         ("--work", "{out}/accuracy", "--seeds", "1", "2", "3", "4", "5"),
         ("--work", "{quick}/accuracy", "--input", "{quick}/input", "--seeds", "1",
+         "--variants", "default", "measurements", "rule2020",
          "--input-label", f"a synthetic state of {QUICK_PERSONS:,} persons (quick mode)",
          "--docs", "{quick}/docs"),
     ),
