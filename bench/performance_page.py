@@ -146,7 +146,7 @@ def optimize_section(data: Mapping[str, Any]) -> list[str]:
     return [
         f"The per-parent solver on {settings['instances']} block-group-like parents, "
         f"{settings['reference']} of them also with the cvxpy reference "
-        "(`das/postprocess/reference.py`), one BLAS thread.",
+        "(`das/solve/reference.py`), one BLAS thread.",
         "",
         markdown_table(
             ["figure", "value"],
