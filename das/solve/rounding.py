@@ -64,7 +64,7 @@ FULL_MIP_NODES = 200
 #: gap, so its search stops at the root node (HiGHS's root heuristics give the incumbent):
 #: more nodes cost several times the time for a fraction of a percent of L1 distance. That
 #: root node runs without RINS (HiGHS's relaxation-induced neighbourhood search), whose
-#: sub-MIPs took most of its time for as little; RENS stays on, as without both the
+#: sub-MIPs cost most of its time for as little; RENS stays on, as without both the
 #: distance grew by several percent.
 SUB_MIP_NODES_LARGE = 1
 
