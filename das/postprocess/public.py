@@ -103,7 +103,13 @@ def with_parent(
     """``frame`` (a ``geocode`` of ``level`` per row) with its ``parent`` code: the
     geography file's where the run published one for the level, else the GEOID prefix."""
     if level in parents:
-        return frame.join(parents[level], "geocode", "inner")
+        # fresh columns for every join: two frames joined to the same parents (a level's
+        # answers and its children, co-grouped by parent) would otherwise share the parent
+        # column's identity, which Spark refuses as an ambiguous self-join
+        fresh = parents[level].select(
+            F.col("geocode").alias("geocode"), F.col("parent").alias("parent")
+        )
+        return frame.join(fresh, "geocode", "inner")
     return frame.withColumn("parent", geocode_of("geocode", parent.length))
 
 
