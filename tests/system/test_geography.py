@@ -15,6 +15,7 @@ from das.input.files import check_input_files
 from das.input.geography import load_geography
 from das.input.read import read_histograms, with_parent
 from das.job.run import run_job
+from das.postprocess import levels as postprocess_levels
 from das.spec.config import load_config
 from tests.conftest import ROOT
 from tests.helpers import assert_known_zeros, tiny_input, write_input
@@ -195,10 +196,12 @@ def _dense(frame: pd.DataFrame, size: int) -> dict[str, np.ndarray]:
 
 
 @pytest.mark.slow
-def test_a_run_solves_the_hierarchy_of_explicit_codes(spark, tmp_path):
+def test_a_run_solves_the_hierarchy_of_explicit_codes(spark, tmp_path, monkeypatch):
     """Block groups regrouped by the file (blocks of a tract by block-number parity): the
     protected block groups are those codes, and each is exactly the sum of its protected
-    blocks (children sum to their parent under the file's hierarchy).
+    blocks (children sum to their parent under the file's hierarchy). Every level's
+    families meet by hash here (as a level of many parents does): the children and the
+    answers each join the file's parents, which must not make an ambiguous self-join.
 
     The estimate follows the same hierarchy, read from geography/: every query measured
     at both levels has each block group's estimate equal to the sum of its blocks', and
@@ -211,6 +214,7 @@ def test_a_run_solves_the_hierarchy_of_explicit_codes(spark, tmp_path):
     geography["block_group"] = geography.geoid.str[:11] + parity
     geography.to_parquet(directory / "geography.parquet", index=False)
     config = load_config(DEMO, overrides=["spark.shuffle_partitions=3"], seed=2020)
+    monkeypatch.setattr(postprocess_levels, "SIZE_ORDER_MAX_PARENTS", 0)
     run_job(config, str(directory), str(tmp_path / "run"), spark=spark)
     levels = tmp_path / "run" / "levels"
     size = config.schema.size
