@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from das.errors import InternalError, UserError
+from das.job.design import add_design_arguments, design_command
 
 log = logging.getLogger("das")
 
@@ -200,6 +201,7 @@ def parser() -> argparse.ArgumentParser:
     synthetic.add_argument("--seed", type=int, required=True)
     synthetic.add_argument("--out", required=True)
     add_cluster_arguments(commands)
+    add_design_arguments(commands, add_command)
     return top
 
 
@@ -394,6 +396,7 @@ COMMANDS = {
     "estimate": estimate_command,
     "audit": audit_command,
     "cluster": cluster_command,
+    "design": design_command,
 }
 
 
