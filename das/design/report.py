@@ -43,7 +43,7 @@ def render_design(design: Design, config_path: str, workload_path: str, out: str
         "",
         "expected squared error of the BLUE per geounit, summed over the query's cells:",
     ]
-    widths = [44, 8, 13, 13, 8]
+    widths = [44, 8, 13, 13, 10]
     lines.append(_row(["entry", "weight", "config", "design", "ratio"], widths))
     for e, b, a in zip(design.workload.entries, design.before, design.after, strict=True):
         lines.append(_row([e.label, f"{e.weight:g}", f"{b:.4g}", f"{a:.4g}", f"{a / b:.3f}"], widths))
