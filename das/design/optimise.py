@@ -28,7 +28,7 @@ import scipy.optimize
 
 from das.design.variance import Tree, covariance_sums, level_information, trace
 from das.design.workload import Entry
-from das.errors import InternalError, UserError
+from das.errors import InternalError
 from das.estimate.tree import Parts
 
 #: The derivative's step: t * (the error along it) = STEP, small against 1 (W C's largest
@@ -125,6 +125,58 @@ class Solution:
     message: str
 
 
+class _Workload:
+    """The weighted error and the ratio constraints as SLSQP calls them: each x evaluated
+    once, its gradients only when asked (the line search needs values only)."""
+
+    def __init__(
+        self, problem: Problem, weights: np.ndarray, max_ratio: float | None, baseline: Point
+    ) -> None:
+        self.problem, self.weights, self.max_ratio = problem, weights, max_ratio
+        self.scale = float(weights @ baseline.errors)
+        self.limit = None if max_ratio is None else max_ratio * baseline.errors
+        k = len(problem.entries)
+        self.directions = np.eye(k) if max_ratio is not None else weights[None, :]
+        self.points: dict[bytes, Point] = {}
+
+    def at(self, x: np.ndarray, jacobian: bool = False) -> Point:
+        key = np.asarray(x, dtype=np.float64).tobytes()
+        point = self.points.get(key)
+        if point is None or (jacobian and point.jacobian is None):
+            self.points.clear()
+            wanted = self.directions if jacobian else None
+            point = evaluate(self.problem, np.asarray(x, dtype=np.float64), wanted)
+            self.points[key] = point
+        return point
+
+    def objective(self, x: np.ndarray) -> float:
+        return float(self.weights @ self.at(x).errors) / self.scale
+
+    def gradient(self, x: np.ndarray) -> np.ndarray:
+        jac = _jacobian(self.at(x, jacobian=True))
+        return (self.weights @ jac if self.max_ratio is not None else jac[0]) / self.scale
+
+    def within(self, x: np.ndarray) -> np.ndarray:
+        """1 - E_e(x) / (max_ratio E_e(baseline)): nonnegative where the ratios hold."""
+        return 1.0 - self.at(x).errors / self._limit()
+
+    def within_jacobian(self, x: np.ndarray) -> np.ndarray:
+        return -_jacobian(self.at(x, jacobian=True)) / self._limit()[:, None]
+
+    def _limit(self) -> np.ndarray:
+        if self.limit is None:
+            raise InternalError("ratio constraints asked of a workload without max_ratio")
+        return self.limit
+
+    def constraints(self) -> list[dict[str, object]]:
+        found: list[dict[str, object]] = [
+            {"type": "eq", "fun": lambda x: np.sum(x) - 1.0, "jac": lambda x: np.ones_like(x)}
+        ]
+        if self.max_ratio is not None:
+            found.append({"type": "ineq", "fun": self.within, "jac": self.within_jacobian})
+        return found
+
+
 def solve(
     problem: Problem,
     start: np.ndarray,
@@ -135,54 +187,18 @@ def solve(
 ) -> Solution:
     """Minimise sum_e weights_e E_e(x) over the simplex from ``start``; with ``max_ratio``,
     every E_e(x) <= max_ratio E_e(baseline) (the config's shares)."""
-    first = evaluate(problem, baseline)
-    scale = float(weights @ first.errors)
-    k = len(problem.entries)
-    directions = np.eye(k) if max_ratio is not None else weights[None, :]
-    points: dict[bytes, Point] = {}
-
-    def at(x: np.ndarray, jacobian: bool = False) -> Point:
-        """The evaluation at x, kept for the calls at the same x; the gradients only when
-        asked (the line search needs values only)."""
-        key = np.asarray(x, dtype=np.float64).tobytes()
-        point = points.get(key)
-        if point is None or (jacobian and point.jacobian is None):
-            points.clear()
-            point = evaluate(problem, np.asarray(x, dtype=np.float64), directions if jacobian else None)
-            points[key] = point
-        return point
-
-    def objective(x: np.ndarray) -> float:
-        return float(weights @ at(x).errors) / scale
-
-    def gradient(x: np.ndarray) -> np.ndarray:
-        jac = _jacobian(at(x, jacobian=True))
-        return (weights @ jac if max_ratio is not None else jac[0]) / scale
-
-    constraints: list[dict[str, object]] = [
-        {"type": "eq", "fun": lambda x: np.sum(x) - 1.0, "jac": lambda x: np.ones_like(x)}
-    ]
-    if max_ratio is not None:
-        limit = max_ratio * first.errors
-
-        def within(x: np.ndarray) -> np.ndarray:
-            return 1.0 - at(x).errors / limit
-
-        def within_jac(x: np.ndarray) -> np.ndarray:
-            return -_jacobian(at(x, jacobian=True)) / limit[:, None]
-
-        constraints.append({"type": "ineq", "fun": within, "jac": within_jac})
+    workload = _Workload(problem, weights, max_ratio, evaluate(problem, baseline))
     result = scipy.optimize.minimize(
-        objective,
+        workload.objective,
         start,
-        jac=gradient,
+        jac=workload.gradient,
         method="SLSQP",
         bounds=[(FLOOR, 1.0)] * len(start),
-        constraints=constraints,
+        constraints=workload.constraints(),
         options={"maxiter": iterations, "ftol": FTOL},
     )
     if not np.all(np.isfinite(result.x)):
-        raise UserError(f"the optimiser failed: {result.message}")
+        raise InternalError(f"the optimiser returned a non-finite point: {result.message}")
     x = np.clip(result.x, FLOOR, None)
     return Solution(x / x.sum(), int(result.nit), int(result.nfev), str(result.message))
 
