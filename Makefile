@@ -8,7 +8,7 @@ OUT    ?= out
 SEED   ?= 2020
 PERSONS ?= 200000
 
-.PHONY: install lock lock-check run test test-fast lint docs layout bench bench-e2e bench-coverage bench-accuracy bench-h1 bench-national clean cluster-up cluster-down dist
+.PHONY: install lock lock-check run test test-fast lint docs layout bench bench-design-budget bench-e2e bench-coverage bench-accuracy bench-h1 bench-national clean cluster-up cluster-down dist
 
 ## make install: .venv with das (editable) and every dependency at the version constraints.txt
 ## pins, so that the same seed gives the same output on every fresh install (HiGHS and numba
@@ -82,6 +82,11 @@ layout: install
 ## make bench: speed and memory figures, printed and written to bench/results/.
 bench: install
 	$(BIN)/python -m bench.run_all
+
+## make bench-design-budget: `das design budget` on RI's hierarchy for the 2020 workload
+## (configs/workloads/pl94_2020.toml); writes bench/results/design_budget.json (about a minute of CPU).
+bench-design-budget: install
+	$(BIN)/python -m bench.bench_design --work $(OUT)/design $(if $(RI),--ri $(RI))
 
 ## make bench-e2e: the production job on the RI fixture and 1M/2M/4M synthetic states
 ## (local[2]); prints the table, writes bench/results/e2e.json. Takes 20-35 min on 2 cores.

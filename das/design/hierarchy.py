@@ -182,7 +182,7 @@ def thinned(hierarchy: Hierarchy, most: int) -> Hierarchy:
         parents.append(renumber[hierarchy.parent(i)[keep[i]]])
     units = None if hierarchy.units is None else hierarchy.units[keep[-1]]
     return Hierarchy(
-        f"{hierarchy.source}, every {step}th {hierarchy.levels[cut]}",
+        f"{hierarchy.source}, 1 in {step} of its {hierarchy.levels[cut]} geounits",
         hierarchy.levels,
         tuple(parents),
         int(keep[0].sum()),
