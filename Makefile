@@ -8,7 +8,7 @@ OUT    ?= out
 SEED   ?= 2020
 PERSONS ?= 200000
 
-.PHONY: install lock lock-check run test test-fast lint docs layout bench bench-quick bench-docs bench-e2e bench-read bench-noise bench-optimize bench-cluster bench-coverage bench-accuracy bench-h1 bench-national clean cluster-up cluster-down dist
+.PHONY: install lock lock-check run test test-fast lint docs layout bench bench-quick bench-docs bench-design-budget bench-e2e bench-read bench-noise bench-optimize bench-cluster bench-coverage bench-accuracy bench-h1 bench-national clean cluster-up cluster-down dist
 
 ## make install: .venv with das (editable) and every dependency at the version constraints.txt
 ## pins, so that the same seed gives the same output on every fresh install (HiGHS and numba
@@ -95,6 +95,11 @@ bench-quick: install
 bench-docs: install
 	$(BIN)/python -m bench.performance_page
 	$(BIN)/python -m bench.accuracy_results
+
+## make bench-design-budget: `das design budget` on RI's hierarchy for the 2020 workload
+## (configs/workloads/pl94_2020.toml); writes bench/results/design_budget.json.
+bench-design-budget: install
+	$(BIN)/python -m bench.bench_design_budget --work $(OUT)/design_budget $(if $(RI),--ri $(RI))
 
 ## make bench-e2e: the production job on the RI fixture and 1M/2M/4M synthetic states
 ## (local[2]), each beside the reader alone; writes bench/results/e2e.json.

@@ -75,6 +75,11 @@ BENCHMARKS = (
         ("--work", "{quick}/h1", "--input", "{quick}/input", "--seeds", "1"),
     ),
     Benchmark(
+        "bench_design_budget",
+        ("--work", "{out}/design_budget"),
+        ("--work", "{quick}/design_budget", "--ri", "{quick}/input"),
+    ),
+    Benchmark(
         "bench_accuracy",
         ("--work", "{out}/accuracy", "--seeds", "1", "2", "3", "4", "5"),
         ("--work", "{quick}/accuracy", "--input", "{quick}/input", "--seeds", "1",

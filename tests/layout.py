@@ -31,6 +31,7 @@ STAGES: tuple[tuple[str, ...], ...] = (
     ("solve",),
     ("postprocess",),
     ("output",),
+    ("design",),
     ("confidential",),
     ("fixtures",),
     ("job", "cluster"),

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from das.errors import InternalError, UserError
+from das.job.design import add_design_arguments, design_command
 
 log = logging.getLogger("das")
 
@@ -205,6 +206,7 @@ def parser() -> argparse.ArgumentParser:
     synthetic.add_argument("--out", required=True)
     add_product_arguments(synthetic)
     add_cluster_arguments(commands)
+    add_design_arguments(commands, add_command)
     return top
 
 
@@ -444,6 +446,7 @@ COMMANDS = {
     "tabulate": tabulate_command,
     "audit": audit_command,
     "cluster": cluster_command,
+    "design": design_command,
 }
 
 

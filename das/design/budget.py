@@ -1,0 +1,174 @@
+"""``das design budget``: the shares of a config's rho that minimise a workload's error.
+
+The config fixes what is measured (its levels and, per level, its queries) and the total
+rho; the design moves rho between those (level, query) pairs. Each pair's share is
+chosen to minimise the workload's expected squared error of the BLUE on a representative
+hierarchy (``das.design.hierarchy``), exactly as the estimator computes it
+(``das.design.variance``), by a convex solve (``das.design.optimise``): first on a thinned
+copy of the hierarchy (cheap), then refined on the whole. The shares are then rounded to
+exact fractions (``das.design.shares``) and every figure printed is evaluated exactly
+with the rounded shares, beside the config's own.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from das.design.hierarchy import Hierarchy, thinned
+from das.design.optimise import Problem, Solution, entry_errors, solve
+from das.design.shares import Shares, exact_shares
+from das.design.variance import Tree, build_tree, covariance_sums, level_information, trace
+from das.design.workload import Workload
+from das.design.write import designed_config
+from das.errors import UserError
+from das.estimate.basis import schema_basis
+from das.spec.config import Config
+
+#: Geounits kept at the first wide level for the first solve (``hierarchy.thinned``).
+THIN = 48
+#: Iterations of the refinement on the whole hierarchy, from the thinned tree's optimum,
+#: and of a solve from the config's shares.
+REFINE, SOLVE = 6, 300
+#: Solves at most, when the rounded shares break ``max_ratio``: each aims lower by as much.
+ROUNDS = 3
+
+
+@dataclass(frozen=True)
+class Options:
+    max_ratio: float | None = None
+    denominator: int = 4096
+
+    def __post_init__(self) -> None:
+        if self.max_ratio is not None and not self.max_ratio >= 1:
+            raise UserError(f"--max-ratio must be at least 1, got {self.max_ratio}")
+        if self.denominator < 2:
+            raise UserError(f"--denominator must be at least 2, got {self.denominator}")
+
+
+@dataclass(frozen=True)
+class Design:
+    config: Config
+    workload: Workload
+    hierarchy: Hierarchy
+    original: Shares
+    chosen: Shares
+    before: np.ndarray  # each entry's error under the config's shares
+    after: np.ndarray  # and under the chosen ones (rounded)
+    reference: list[tuple[str, float, float]]  # (what, before, after): not in the workload
+    solutions: tuple[Solution, ...]
+    options: Options
+
+    def workload_ratio(self) -> float:
+        w = np.array([e.weight for e in self.workload.entries])
+        return float(w @ self.after / (w @ self.before))
+
+
+def config_shares(config: Config) -> Shares:
+    b = config.budget
+    return Shares(dict(b.level_shares), {lv: dict(qs) for lv, qs in b.query_shares.items()})
+
+
+def pairs_of(config: Config) -> tuple[tuple[str, str], ...]:
+    shares = config.budget.query_shares
+    return tuple((lv, q) for lv in shares for q in shares[lv])
+
+
+def _tree(config: Config, workload: Workload, hierarchy: Hierarchy) -> Tree:
+    measured = [q for qs in config.queries.values() for q in qs]
+    queries = [*measured, *(config.schema.query(q) for q in workload.queries())]
+    basis = schema_basis(config.schema, queries)
+    names = list(dict.fromkeys([*(q.name for q in queries), "total", "detailed"]))
+    return build_tree(config.schema, basis, hierarchy, config.total_invariant_level, names)
+
+
+def design_budget(
+    config: Config, workload: Workload, hierarchy: Hierarchy, options: Options
+) -> Design:
+    pairs = pairs_of(config)
+    original = config_shares(config)
+    start = np.array([float(original.of_rho(lv, q)) for lv, q in pairs])
+    weights = np.array([e.weight for e in workload.entries])
+    rho = float(config.budget.rho)
+    whole = Problem(_tree(config, workload, hierarchy), pairs, rho, workload.entries)
+    solutions = []
+    small = thinned(hierarchy, THIN)
+    if small is not hierarchy:
+        cheap = Problem(_tree(config, workload, small), pairs, rho, workload.entries)
+        solutions.append(solve(cheap, start, weights, options.max_ratio, start, SOLVE))
+    x, iterations = (solutions[-1].x, REFINE) if solutions else (start, SOLVE)
+    before_sums = _sums(whole, original)
+    before = entry_errors(whole, before_sums)
+    limit = options.max_ratio
+    for _ in range(ROUNDS):
+        solutions.append(solve(whole, x, weights, limit, start, iterations))
+        x, iterations = solutions[-1].x, REFINE
+        chosen = exact_shares(pairs, x, options.denominator)
+        after_sums = _sums(whole, chosen)
+        after = entry_errors(whole, after_sums)
+        if options.max_ratio is None or limit is None:
+            break
+        worst = float(np.max(after / before))
+        if worst <= options.max_ratio:
+            break
+        limit *= options.max_ratio / worst  # the rounding cost that much: aim lower
+    return Design(
+        config,
+        workload,
+        hierarchy,
+        original,
+        chosen,
+        before,
+        after,
+        _reference(whole, before_sums, after_sums),
+        tuple(solutions),
+        options,
+    )
+
+
+def _sums(problem: Problem, shares: Shares) -> list:
+    precisions = {
+        (lv, q): problem.rho * float(shares.of_rho(lv, q)) for lv, q in problem.pairs
+    }
+    return covariance_sums(problem.tree, level_information(problem.tree, precisions))
+
+
+def _reference(problem: Problem, before: list, after: list) -> list[tuple[str, float, float]]:
+    """The total and the detailed histogram at every level below the root: what the
+    workload leaves out, per geounit, so that what it gives up shows."""
+    tree, counts = problem.tree, problem.tree.counts()
+    found = []
+    for i, level in enumerate(tree.levels[1:], start=1):
+        for query in ("total", "detailed"):
+            g = tree.information(query)
+            found.append(
+                (
+                    f"{level} {query}",
+                    trace(tree.basis, before[i], g) / counts[i],
+                    trace(tree.basis, after[i], g) / counts[i],
+                )
+            )
+    return found
+
+
+def check_out(config_path: str, out: str) -> None:
+    """Before any work: ``--out`` must name a new file or one to replace, not the config."""
+    if Path(out).resolve() == Path(config_path).resolve():
+        raise UserError(f"--out {out} is the config itself: name a new file")
+    if Path(out).is_dir():
+        raise UserError(f"--out {out} is a directory: name a file, e.g. {out}/designed.toml")
+    if not Path(out).resolve().parent.is_dir():
+        raise UserError(f"--out {out}: its directory does not exist")
+
+
+def write_design(design: Design, config_path: str, out: str) -> None:
+    check_out(config_path, out)
+    note = [
+        f"Shares chosen by `das design budget` for the workload {design.workload.name!r}",
+        f"on {design.hierarchy.describe()};",
+        f"expected workload error {design.workload_ratio():.3f}x that of {config_path}'s shares.",
+    ]
+    text = designed_config(Path(config_path).read_text(encoding="utf-8"), config_path, design.chosen, note)
+    Path(out).write_text(text, encoding="utf-8")

@@ -1,0 +1,82 @@
+"""``das design``: measurement design before a run (``das design budget``).
+
+The arguments and the command's body; the work is in ``das.design``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Callable
+
+from das.errors import UserError
+
+
+def add_design_arguments(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser],
+    add_command: Callable[..., argparse.ArgumentParser]
+) -> None:
+    """``das design``'s parsers; ``add_command`` makes a (sub)command as the cli does."""
+    design = add_command(commands, "design", "design the measurements before a run")
+    actions = design.add_subparsers(dest="action", required=True)
+    budget = add_command(
+        actions,
+        "budget",
+        "choose the shares of rho that minimise a workload's expected error",
+        "Choose the per-level, per-query shares of the config's rho that minimise the "
+        "workload's expected squared error of the BLUE on a representative hierarchy, write "
+        "them into a copy of the config as exact fractions (same total rho), and print each "
+        "workload entry's expected error under the config's shares and the new ones.",
+    )
+    budget.add_argument("config", help="run configuration (TOML): levels, queries, rho")
+    budget.add_argument(
+        "--workload", required=True, help="workload (TOML), e.g. configs/workloads/pl94_2020.toml"
+    )
+    budget.add_argument("--out", required=True, help="the designed config to write (TOML)")
+    tree = budget.add_mutually_exclusive_group(required=True)
+    tree.add_argument(
+        "--input",
+        metavar="DIR",
+        help="the hierarchy of an input directory: its geography file's blocks and the unit "
+        "types each block has (public invariants); nothing else of the input is read",
+    )
+    tree.add_argument(
+        "--fanouts",
+        metavar="N,N,...",
+        help="a synthetic hierarchy: the children of each geounit of every level but the "
+        "blocks, e.g. 1,5,49,3,31 (blocks: structural zeros only)",
+    )
+    budget.add_argument(
+        "--max-ratio",
+        type=float,
+        metavar="R",
+        help="hold every entry's expected error within R times the config's (e.g. 1.1)",
+    )
+    budget.add_argument(
+        "--denominator",
+        type=int,
+        default=4096,
+        help="the shares' common denominator (default 4096)",
+    )
+
+
+def design_command(args: argparse.Namespace) -> None:
+    if args.action != "budget":
+        raise UserError(f"das design {args.action}: unknown action")
+    from das.design.budget import Options, check_out, design_budget, write_design
+    from das.design.hierarchy import from_fanouts, from_input
+    from das.design.report import render_design
+    from das.design.workload import load_workload
+    from das.spec.config import load_config
+
+    start = time.perf_counter()
+    options = Options(args.max_ratio, args.denominator)
+    check_out(args.config, args.out)
+    config = load_config(args.config)
+    workload = load_workload(args.workload, config.schema, config.geography.names)
+    given = args.input is not None
+    hierarchy = from_input(config, args.input) if given else from_fanouts(config, args.fanouts)
+    design = design_budget(config, workload, hierarchy, options)
+    write_design(design, args.config, args.out)
+    print(render_design(design, args.config, args.workload, args.out))
+    print(f"done in {time.perf_counter() - start:.0f} s")
