@@ -68,17 +68,26 @@ class Areas:
 
 @dataclass(frozen=True)
 class Tree:
-    """What the pull-up reads of the two passes, root first: each level's subtree
-    estimates (``ups``: U, and a parent level's S), the full estimates (``estimates``: f
-    at the leaves, F at the root), each level's parent index, the deepest level whose
-    totals are exact (-1: none) and whether the basis has known zeros, as ``down_pass``
-    took them."""
+    """What the pull-up reads of the bottom-up pass, top level first: each level's
+    subtree estimates (``ups``: U, and a parent level's S), its parent index, the deepest
+    level whose totals are exact (-1: none) and whether the basis has known zeros, as
+    ``down_pass`` took them. The top level may hold several geounits: the roots of
+    subtrees (a group's task), whose pairs the tree above then pulls up further."""
 
     ups: list[Up]
-    estimates: list[Estimate]
     parents: list[np.ndarray | None]
     fixed_through: int
     singular: bool
+
+
+@dataclass(frozen=True)
+class Pairs:
+    """Functionals on some geounits of one level: pair j is area ``area[j]``'s functional
+    on geounit ``geounit[j]``, per component (pairs, functionals, r, D)."""
+
+    area: np.ndarray
+    geounit: np.ndarray
+    g: Parts
 
 
 @dataclass(frozen=True)
@@ -91,14 +100,15 @@ class AreaAnswers:
 
 def passes(
     basis: Basis, levels: list[LevelData], invariant: Invariant | None = None, share: bool = True
-) -> Tree:
-    """Both passes over a whole tree (``das.estimate.tree.blue``), kept for the pull-up."""
+) -> tuple[Tree, list[Estimate]]:
+    """Both passes over a whole tree (``das.estimate.tree.blue``): the bottom-up pass kept
+    for the pull-up, and the estimates."""
     fixed_through = -1 if invariant is None else invariant.level
     ups = up_pass(basis, levels, invariant, share=share)
     parents = [level.parent for level in levels]
     singular = bool(basis.zero_axes)
     estimates = down_pass(parents, ups, fixed_through, singular=singular)
-    return Tree(ups, estimates, parents, fixed_through, singular)
+    return Tree(ups, parents, fixed_through, singular), estimates
 
 
 def functionals(basis: Basis, rows: np.ndarray) -> Parts:
@@ -107,59 +117,70 @@ def functionals(basis: Basis, rows: np.ndarray) -> Parts:
     return basis.to_components(np.asarray(rows, dtype=np.float64))
 
 
-def area_answers(tree: Tree, areas: Areas, rows: Parts) -> AreaAnswers:
+def area_answers(tree: Tree, estimates: list[Estimate], areas: Areas, rows: Parts) -> AreaAnswers:
     """The BLUE of every area's answer to every functional (``functionals``) and its
-    exact variance: the functionals pulled up the tree (see the module's docstring)."""
-    leaves = len(tree.ups) - 1
-    m = rows[0].shape[0]
-    found = np.zeros((areas.count, m))
-    for f, g in zip(tree.estimates[leaves].f, rows, strict=True):
-        per_pair = np.einsum("prd,mrd->pm", f[areas.leaf], g)
-        np.add.at(found, areas.area, per_pair)
-    spread = np.zeros((areas.count, m))
-    # level ``leaves``: every pair's functional is the rows themselves (weight 1)
-    pairs_area, pairs_geounit = areas.area, areas.leaf
-    g_pairs: Parts = [np.broadcast_to(g, (len(pairs_area), *g.shape)) for g in rows]
-    for index in range(leaves, 0, -1):
-        pairs_area, pairs_geounit, g_pairs = _pull_up(
-            tree, index, pairs_area, pairs_geounit, g_pairs, spread
-        )
-    top = tree.estimates[0]
-    if len(np.unique(pairs_area)) != len(pairs_area):
-        raise InternalError("an area spans several geounits of the top level")
-    for F, g in zip(top.covariances(), g_pairs, strict=True):
-        gF = np.matmul(g, F[pairs_geounit][:, None])
-        np.add.at(spread, pairs_area, np.einsum("pmrd,pmrd->pm", gF, g))
+    exact variance, on a whole tree: the functionals pulled up to the root (see the
+    module's docstring)."""
+    spread = np.zeros((areas.count, rows[0].shape[0]))
+    top = pull_up(tree, leaf_pairs(areas, rows), spread)
+    add_top(estimates[0].covariances(), top, spread)
+    found = area_estimates(estimates[-1].f, areas, rows)
     return AreaAnswers(found, np.maximum(spread, 0.0))
 
 
-def _pull_up(
-    tree: Tree,
-    index: int,
-    area: np.ndarray,
-    geounit: np.ndarray,
-    g: Parts,
-    spread: np.ndarray,
-) -> tuple[np.ndarray, np.ndarray, Parts]:
-    """One level's pairs to their parents': adds each (area, parent) pair's innovation
-    variance to ``spread`` and returns the parents' pairs and pulled-up functionals."""
+def area_estimates(f: Parts, areas: Areas, rows: Parts) -> np.ndarray:
+    """Each area's answers (areas x functionals): the sums of its leaves' BLUE."""
+    found = np.zeros((areas.count, rows[0].shape[0]))
+    for fk, g in zip(f, rows, strict=True):
+        np.add.at(found, areas.area, np.einsum("prd,mrd->pm", fk[areas.leaf], g))
+    return found
+
+
+def leaf_pairs(areas: Areas, rows: Parts) -> Pairs:
+    """The areas' functionals on their leaves: the rows themselves (weight 1)."""
+    g = [np.broadcast_to(r, (len(areas.leaf), *r.shape)) for r in rows]
+    return Pairs(areas.area, areas.leaf, g)
+
+
+def add_top(F: Parts, pairs: Pairs, spread: np.ndarray) -> None:
+    """Adds g F g^T of the top level's pairs, F their full covariances (a row per
+    geounit): one geounit per area, whose full errors are the only ones left."""
+    if len(np.unique(pairs.area)) != len(pairs.area):
+        raise InternalError("an area spans several geounits of the top level")
+    for Fk, g in zip(F, pairs.g, strict=True):
+        gF = np.matmul(g, Fk[pairs.geounit][:, None])
+        np.add.at(spread, pairs.area, np.einsum("pmrd,pmrd->pm", gF, g))
+
+
+def pull_up(tree: Tree, pairs: Pairs, spread: np.ndarray) -> Pairs:
+    """The pairs of the tree's lowest level pulled up to its top level; each (area,
+    parent) pair's innovation variance added to ``spread`` on the way."""
+    for index in range(len(tree.ups) - 1, 0, -1):
+        pairs = _pull_level(tree, index, pairs, spread)
+    return pairs
+
+
+def _pull_level(tree: Tree, index: int, pairs: Pairs, spread: np.ndarray) -> Pairs:
+    """One level's pairs to their parents'."""
     up, above, parent = tree.ups[index], tree.ups[index - 1], tree.parents[index]
     if above.S is None or parent is None:
         raise InternalError(f"level {index} has no parent sums")
-    rows = geounit if up.shared is None else up.shared.row[geounit]
+    rows = pairs.geounit if up.shared is None else up.shared.row[pairs.geounit]
     width = int(parent.max(initial=0)) + 1
-    keys, group = np.unique(area * width + parent[geounit], return_inverse=True)
+    keys, group = np.unique(pairs.area * width + parent[pairs.geounit], return_inverse=True)
     group = group.reshape(-1)
     new_area, new_geounit = keys // width, keys % width
     fixed = index <= tree.fixed_through
+    needed, back = np.unique(new_geounit, return_inverse=True)  # only the parents in use
+    back = back.reshape(-1)
     lifted: Parts = []
-    for k, (U, S, gk) in enumerate(zip(up.U, above.S, g, strict=True)):
+    for k, (U, S, gk) in enumerate(zip(up.U, above.S, pairs.g, strict=True)):
         h = np.matmul(gk, U[rows][:, None])  # (pairs, m, r, D)
-        np.add.at(spread, area, np.einsum("pmrd,pmrd->pm", h, gk))
+        np.add.at(spread, pairs.area, np.einsum("pmrd,pmrd->pm", h, gk))
         summed = np.zeros((len(keys), *h.shape[1:]))
         np.add.at(summed, group, h)
-        sinv = pseudo_inverse(S, fixed and k == 0, tree.singular)[new_geounit]
+        sinv = pseudo_inverse(S[needed], fixed and k == 0, tree.singular)[back]
         pulled = np.matmul(summed, sinv[:, None])
         np.add.at(spread, new_area, -np.einsum("pmrd,pmrd->pm", pulled, summed))
         lifted.append(pulled)
-    return new_area, new_geounit, lifted
+    return Pairs(new_area, new_geounit, lifted)

@@ -10,8 +10,18 @@ import pytest
 
 from das.errors import InternalError
 from das.estimate.answers import level_data
-from das.estimate.tree import Invariant
-from das.estimate.unions import Areas, area_answers, functionals, passes
+from das.estimate.tree import Invariant, down_pass, up_pass
+from das.estimate.unions import (
+    Areas,
+    Tree,
+    add_top,
+    area_answers,
+    area_estimates,
+    functionals,
+    leaf_pairs,
+    passes,
+    pull_up,
+)
 from das.estimate.zeros import known_zeros
 from tests.unit.estimate.toy import (
     ALL,
@@ -69,10 +79,47 @@ def test_area_answers_equal_the_dense_gls(invariant_level, zeros, share):
     tree = _tree(t, answers, invariant_level, share)
     x, cov = dense_gls(t, answers, invariant_level)
     rows = np.vstack([t.schema.query(name).matrix.toarray() for name in ALL])
-    found = area_answers(tree, _areas(), functionals(t.basis, rows))
+    found = area_answers(*tree, _areas(), functionals(t.basis, rows))
     dense_est, dense_var = _dense(t, x, cov, rows)
     np.testing.assert_allclose(found.estimates, dense_est, rtol=1e-9, atol=1e-9)
     np.testing.assert_allclose(found.variances, dense_var, rtol=1e-9, atol=1e-9)
+
+
+@pytest.mark.parametrize("zeros", [False, True])
+@pytest.mark.parametrize("invariant_level", [None, 0, 1, 2])
+def test_pairs_pulled_up_a_subtree_then_the_tree_above_give_the_whole_tree(invariant_level, zeros):
+    """As the estimator runs at scale: the subtrees below a split level (here the
+    middles) pull their areas up to their roots, the tree above takes those pairs on."""
+    t = toy(seed=11, zeros=zeros)
+    answers = measure(t, np.random.default_rng(12))
+    levels = [
+        level_data(t.basis, t.schema, lv, PARENTS[i], answers[lv], t.queries[lv], t.variances[lv])
+        for i, lv in enumerate(LEVELS)
+    ]
+    if zeros:
+        levels[-1] = replace(levels[-1], zeros=known_zeros(t.schema, t.basis, t.units, 5))
+    totals = None if invariant_level is None else truth(t, invariant_level).sum(axis=1)
+    below = None if invariant_level in (None, 0) else Invariant(invariant_level - 1, totals)
+    upper = Invariant(0, totals) if invariant_level == 0 else None
+    fixed = -1 if invariant_level is None else invariant_level
+    singular = bool(t.basis.zero_axes)
+    sub_levels = [replace(levels[1], parent=None), levels[2]]
+    sub_ups = up_pass(t.basis, sub_levels, below, share=True)
+    ups = up_pass(t.basis, levels[:2], upper, bottom=sub_ups[0])
+    above = down_pass(PARENTS[:2], ups, min(fixed, 1), singular=singular)
+    sub = down_pass([None, PARENTS[2]], sub_ups, fixed - 1, top=above[1], singular=singular)
+
+    rows = np.vstack([t.schema.query(name).matrix.toarray() for name in ALL])
+    g, areas = functionals(t.basis, rows), _areas()
+    spread = np.zeros((areas.count, rows.shape[0]))
+    roots = pull_up(
+        Tree(sub_ups, [None, PARENTS[2]], fixed - 1, singular), leaf_pairs(areas, g), spread
+    )
+    top = pull_up(Tree(ups, PARENTS[:2], min(fixed, 1), singular), roots, spread)
+    add_top(above[0].covariances(), top, spread)
+    found = area_answers(*_tree(t, answers, invariant_level), areas, g)
+    np.testing.assert_allclose(spread, found.variances, rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(area_estimates(sub[-1].f, areas, g), found.estimates, atol=1e-9)
 
 
 def test_an_area_variance_is_not_the_sum_of_its_leaves():
@@ -82,10 +129,10 @@ def test_an_area_variance_is_not_the_sum_of_its_leaves():
     tree = _tree(t, measure(t, np.random.default_rng(8)), None)
     rows = t.schema.query("total").matrix.toarray()
     pair = area_answers(
-        tree, Areas(np.array([0, 1]), np.array([0, 0]), 1), functionals(t.basis, rows)
+        *tree, Areas(np.array([0, 1]), np.array([0, 0]), 1), functionals(t.basis, rows)
     )
     alone = area_answers(
-        tree, Areas(np.array([0, 1]), np.array([0, 1]), 2), functionals(t.basis, rows)
+        *tree, Areas(np.array([0, 1]), np.array([0, 1]), 2), functionals(t.basis, rows)
     )
     assert pair.variances[0, 0] < alone.variances[:, 0].sum() - 1e-6
     np.testing.assert_allclose(pair.estimates[0], alone.estimates.sum(axis=0), rtol=1e-12)
@@ -108,7 +155,7 @@ def test_area_variances_match_the_errors_over_many_draws():
         (one.area[None, :] + one.count * shift).ravel(),
         one.count * copies,
     )
-    found = area_answers(passes(t.basis, levels), areas, functionals(t.basis, rows))
+    found = area_answers(*passes(t.basis, levels), areas, functionals(t.basis, rows))
     exact = _dense(t, t.leaves.ravel(), np.zeros((5 * t.schema.size,) * 2), rows)[0]
     errors = found.estimates.reshape(copies, one.count, -1) - exact
     variances = found.variances.reshape(copies, one.count, -1)
