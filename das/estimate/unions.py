@@ -49,6 +49,9 @@ from das.estimate.tree import (
     up_pass,
 )
 
+#: Coordinates below this share of a functional's largest are rounding (``functionals``).
+ROUNDING = 1e-12
+
 
 @dataclass(frozen=True)
 class Areas:
@@ -111,35 +114,69 @@ def passes(
     return Tree(ups, parents, fixed_through, singular), estimates
 
 
-def functionals(basis: Basis, rows: np.ndarray) -> Parts:
-    """Coordinates of cell-space functionals (functionals x cells) per component:
-    (functionals, r, D)."""
-    return basis.to_components(np.asarray(rows, dtype=np.float64))
+@dataclass(frozen=True)
+class Functionals:
+    """Functionals on the histogram in basis coordinates, per component (functionals,
+    r', D): only the r' of the component's r rows on which one of them is not zero
+    (``kept``; the covariances act on each row alike, so the others add nothing). A
+    table's line sums out most attributes, whose contrasts it then never touches."""
+
+    rows: Parts
+    kept: list[np.ndarray]
+
+    @property
+    def count(self) -> int:
+        return int(self.rows[0].shape[0])
 
 
-def area_answers(tree: Tree, estimates: list[Estimate], areas: Areas, rows: Parts) -> AreaAnswers:
+def functionals(basis: Basis, cells: np.ndarray) -> Functionals:
+    """Cell-space functionals (functionals x cells) in the basis's coordinates; entries
+    below ``ROUNDING`` of the largest are the transform's rounding of zeros."""
+    parts = basis.to_components(np.asarray(cells, dtype=np.float64))
+    scale = max(float(np.abs(p).max(initial=0.0)) for p in parts)
+    kept = [np.flatnonzero(np.any(np.abs(p) > ROUNDING * scale, axis=(0, 2))) for p in parts]
+    return Functionals([p[:, k] for p, k in zip(parts, kept, strict=True)], kept)
+
+
+def area_answers(
+    tree: Tree, estimates: list[Estimate], areas: Areas, rows: Functionals
+) -> AreaAnswers:
     """The BLUE of every area's answer to every functional (``functionals``) and its
     exact variance, on a whole tree: the functionals pulled up to the root (see the
     module's docstring)."""
-    spread = np.zeros((areas.count, rows[0].shape[0]))
-    top = pull_up(tree, leaf_pairs(areas, rows), spread)
+    spread = np.zeros((areas.count, rows.count))
+    parents = pull_leaves(tree, areas, rows, spread)
+    top = pull_up(tree, parents, spread, len(tree.ups) - 2)
     add_top(estimates[0].covariances(), top, spread)
     found = area_estimates(estimates[-1].f, areas, rows)
     return AreaAnswers(found, np.maximum(spread, 0.0))
 
 
-def area_estimates(f: Parts, areas: Areas, rows: Parts) -> np.ndarray:
+def area_estimates(f: Parts, areas: Areas, rows: Functionals) -> np.ndarray:
     """Each area's answers (areas x functionals): the sums of its leaves' BLUE."""
-    found = np.zeros((areas.count, rows[0].shape[0]))
-    for fk, g in zip(f, rows, strict=True):
-        np.add.at(found, areas.area, np.einsum("prd,mrd->pm", fk[areas.leaf], g))
+    found = np.zeros((areas.count, rows.count))
+    for fk, g, kept in zip(f, rows.rows, rows.kept, strict=True):
+        leaves = fk[areas.leaf][:, kept]
+        np.add.at(found, areas.area, np.einsum("prd,mrd->pm", leaves, g))
     return found
 
 
-def leaf_pairs(areas: Areas, rows: Parts) -> Pairs:
-    """The areas' functionals on their leaves: the rows themselves (weight 1)."""
-    g = [np.broadcast_to(r, (len(areas.leaf), *r.shape)) for r in rows]
-    return Pairs(areas.area, areas.leaf, g)
+def pull_leaves(tree: Tree, areas: Areas, rows: Functionals, spread: np.ndarray) -> Pairs:
+    """The areas' functionals on their leaves (the rows themselves) pulled up to the
+    leaves' parents: every leaf of an (area, parent) pair has the same functional, so
+    the pair's innovation needs only the sum of its leaves' U."""
+    up, leaf = tree.ups[-1], areas.leaf
+    U_rows = leaf if up.shared is None else up.shared.row[leaf]
+    parent = _parents(tree, len(tree.ups) - 1)
+    area, geounit, group = _groups(areas.area, parent[leaf])
+    h = []
+    for U, g in zip(up.U, rows.rows, strict=True):
+        summed = np.zeros((len(area), *U.shape[1:]))
+        np.add.at(summed, group, U[U_rows])
+        hk = np.matmul(g[None], summed[:, None])  # (pairs, m, r, D)
+        np.add.at(spread, area, np.einsum("pmrd,mrd->pm", hk, g))
+        h.append(hk)
+    return _lift(tree, len(tree.ups) - 1, area, geounit, h, spread)
 
 
 def add_top(F: Parts, pairs: Pairs, spread: np.ndarray) -> None:
@@ -152,35 +189,55 @@ def add_top(F: Parts, pairs: Pairs, spread: np.ndarray) -> None:
         np.add.at(spread, pairs.area, np.einsum("pmrd,pmrd->pm", gF, g))
 
 
-def pull_up(tree: Tree, pairs: Pairs, spread: np.ndarray) -> Pairs:
-    """The pairs of the tree's lowest level pulled up to its top level; each (area,
-    parent) pair's innovation variance added to ``spread`` on the way."""
-    for index in range(len(tree.ups) - 1, 0, -1):
+def pull_up(tree: Tree, pairs: Pairs, spread: np.ndarray, level: int | None = None) -> Pairs:
+    """Pairs on the geounits of ``level`` (default: the tree's lowest) pulled up to its
+    top level; each (area, parent) pair's innovation variance added to ``spread``."""
+    start = len(tree.ups) - 1 if level is None else level
+    for index in range(start, 0, -1):
         pairs = _pull_level(tree, index, pairs, spread)
     return pairs
 
 
-def _pull_level(tree: Tree, index: int, pairs: Pairs, spread: np.ndarray) -> Pairs:
-    """One level's pairs to their parents'."""
-    up, above, parent = tree.ups[index], tree.ups[index - 1], tree.parents[index]
+def _parents(tree: Tree, index: int) -> np.ndarray:
+    parent, above = tree.parents[index], tree.ups[index - 1]
     if above.S is None or parent is None:
         raise InternalError(f"level {index} has no parent sums")
-    rows = pairs.geounit if up.shared is None else up.shared.row[pairs.geounit]
+    return parent
+
+
+def _groups(area: np.ndarray, parent: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The distinct (area, parent) pairs, in that order, and each input pair's."""
     width = int(parent.max(initial=0)) + 1
-    keys, group = np.unique(pairs.area * width + parent[pairs.geounit], return_inverse=True)
-    group = group.reshape(-1)
-    new_area, new_geounit = keys // width, keys % width
+    keys, group = np.unique(area * width + parent, return_inverse=True)
+    return keys // width, keys % width, group.reshape(-1)
+
+
+def _pull_level(tree: Tree, index: int, pairs: Pairs, spread: np.ndarray) -> Pairs:
+    """One level's pairs to their parents': each pair's g U summed per (area, parent)."""
+    up = tree.ups[index]
+    U_rows = pairs.geounit if up.shared is None else up.shared.row[pairs.geounit]
+    area, geounit, group = _groups(pairs.area, _parents(tree, index)[pairs.geounit])
+    h = []
+    for U, gk in zip(up.U, pairs.g, strict=True):
+        each = np.matmul(gk, U[U_rows][:, None])  # (pairs, m, r, D)
+        np.add.at(spread, pairs.area, np.einsum("pmrd,pmrd->pm", each, gk))
+        summed = np.zeros((len(area), *each.shape[1:]))
+        np.add.at(summed, group, each)
+        h.append(summed)
+    return _lift(tree, index, area, geounit, h, spread)
+
+
+def _lift(
+    tree: Tree, index: int, area: np.ndarray, geounit: np.ndarray, h: Parts, spread: np.ndarray
+) -> Pairs:
+    """The (area, parent) pairs' functionals h S^+ on the parents of level ``index``;
+    subtracts h S^+ h^T, the part of the children's variance their sum's error carries."""
     fixed = index <= tree.fixed_through
-    needed, back = np.unique(new_geounit, return_inverse=True)  # only the parents in use
-    back = back.reshape(-1)
+    needed, back = np.unique(geounit, return_inverse=True)  # only the parents in use
     lifted: Parts = []
-    for k, (U, S, gk) in enumerate(zip(up.U, above.S, pairs.g, strict=True)):
-        h = np.matmul(gk, U[rows][:, None])  # (pairs, m, r, D)
-        np.add.at(spread, pairs.area, np.einsum("pmrd,pmrd->pm", h, gk))
-        summed = np.zeros((len(keys), *h.shape[1:]))
-        np.add.at(summed, group, h)
-        sinv = pseudo_inverse(S[needed], fixed and k == 0, tree.singular)[back]
-        pulled = np.matmul(summed, sinv[:, None])
-        np.add.at(spread, new_area, -np.einsum("pmrd,pmrd->pm", pulled, summed))
+    for k, (S, hk) in enumerate(zip(tree.ups[index - 1].S or [], h, strict=True)):
+        sinv = pseudo_inverse(S[needed], fixed and k == 0, tree.singular)[back.reshape(-1)]
+        pulled = np.matmul(hk, sinv[:, None])
+        np.add.at(spread, area, -np.einsum("pmrd,pmrd->pm", pulled, hk))
         lifted.append(pulled)
-    return Pairs(new_area, new_geounit, lifted)
+    return Pairs(area, geounit, lifted)

@@ -18,8 +18,8 @@ from das.estimate.unions import (
     area_answers,
     area_estimates,
     functionals,
-    leaf_pairs,
     passes,
+    pull_leaves,
     pull_up,
 )
 from das.estimate.zeros import known_zeros
@@ -112,9 +112,7 @@ def test_pairs_pulled_up_a_subtree_then_the_tree_above_give_the_whole_tree(invar
     rows = np.vstack([t.schema.query(name).matrix.toarray() for name in ALL])
     g, areas = functionals(t.basis, rows), _areas()
     spread = np.zeros((areas.count, rows.shape[0]))
-    roots = pull_up(
-        Tree(sub_ups, [None, PARENTS[2]], fixed - 1, singular), leaf_pairs(areas, g), spread
-    )
+    roots = pull_leaves(Tree(sub_ups, [None, PARENTS[2]], fixed - 1, singular), areas, g, spread)
     top = pull_up(Tree(ups, PARENTS[:2], min(fixed, 1), singular), roots, spread)
     add_top(above[0].covariances(), top, spread)
     found = area_answers(*_tree(t, answers, invariant_level), areas, g)
@@ -168,3 +166,11 @@ def test_refuses_misaligned_areas():
         Areas(np.array([0, 1]), np.array([0]), 1)
     with pytest.raises(InternalError, match="outside"):
         Areas(np.array([0]), np.array([3]), 1)
+
+
+def test_functionals_keep_only_the_rows_they_touch():
+    """The total is the all-ones direction: one coordinate of one component."""
+    t = toy(seed=1)
+    found = functionals(t.basis, t.schema.query("total").matrix.toarray())
+    assert [len(k) for k in found.kept] == [1] + [0] * (len(t.basis.components) - 1)
+    np.testing.assert_allclose(abs(found.rows[0][0, 0, 0]), np.sqrt(t.schema.size))
