@@ -26,6 +26,13 @@ the basis (covariances I_r x F there), with the same pseudo-inverses as the top-
 (exact totals and known zeros included). The cost is linear in the number of (area,
 geounit) pairs at each level: an area touches its leaves and their ancestors only.
 
+Every step is linear in the leaves' functional g and acts on its D coordinates alone, so
+a pair's pulled-up functional is g T with T a D x D map per component, and an area's
+variance is the sum over r of g_r V g_r^T with V the sum of T (innovation covariance)
+T^T over its pairs: the pull-up carries each pair's T and each area's V (per component,
+D x D), never the functionals, and the variances of all of them (every line of every
+table) come at the end from V as one matrix product (``Functionals.quadratic``).
+
 A query cell is a functional on the histogram (a row of the query's matrix); its
 coordinates are ``Basis.to_components`` of that row (the basis is orthonormal).
 """
@@ -35,6 +42,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import scipy.sparse as sp
 
 from das.errors import InternalError
 from das.estimate.basis import Basis
@@ -85,12 +93,12 @@ class Tree:
 
 @dataclass(frozen=True)
 class Pairs:
-    """Functionals on some geounits of one level: pair j is area ``area[j]``'s functional
-    on geounit ``geounit[j]``, per component (pairs, functionals, r, D)."""
+    """Pulled-up functionals on some geounits of one level: pair j is area ``area[j]``'s
+    leaves' functional times ``T[k][j]`` (D x D) on geounit ``geounit[j]``, per component."""
 
     area: np.ndarray
     geounit: np.ndarray
-    g: Parts
+    T: Parts
 
 
 @dataclass(frozen=True)
@@ -128,6 +136,14 @@ class Functionals:
     def count(self) -> int:
         return int(self.rows[0].shape[0])
 
+    def quadratic(self, V: Parts) -> np.ndarray:
+        """sum_r g_r V g_r^T of every functional for every V (n, D, D): n x functionals."""
+        total = np.zeros((V[0].shape[0], self.count))
+        for v, g in zip(V, self.rows, strict=True):
+            outer = np.einsum("mrd,mre->mde", g, g).reshape(self.count, -1)
+            total += v.reshape(v.shape[0], -1) @ outer.T
+        return total
+
 
 def functionals(basis: Basis, cells: np.ndarray) -> Functionals:
     """Cell-space functionals (functionals x cells) in the basis's coordinates; entries
@@ -144,57 +160,59 @@ def area_answers(
     """The BLUE of every area's answer to every functional (``functionals``) and its
     exact variance, on a whole tree: the functionals pulled up to the root (see the
     module's docstring)."""
-    spread = np.zeros((areas.count, rows.count))
-    parents = pull_leaves(tree, areas, rows, spread)
-    top = pull_up(tree, parents, spread, len(tree.ups) - 2)
-    add_top(estimates[0].covariances(), top, spread)
+    V = spread_matrices(tree, areas.count)
+    parents = pull_leaves(tree, areas, V)
+    top = pull_up(tree, parents, V, len(tree.ups) - 2)
+    add_top(estimates[0].covariances(), top, V)
     found = area_estimates(estimates[-1].f, areas, rows)
-    return AreaAnswers(found, np.maximum(spread, 0.0))
+    return AreaAnswers(found, np.maximum(rows.quadratic(V), 0.0))
+
+
+def spread_matrices(tree: Tree, areas: int) -> Parts:
+    """Each area's V per component, zero: the pull-up adds to them."""
+    return [np.zeros((areas, *U.shape[1:])) for U in tree.ups[-1].U]
 
 
 def area_estimates(f: Parts, areas: Areas, rows: Functionals) -> np.ndarray:
-    """Each area's answers (areas x functionals): the sums of its leaves' BLUE."""
+    """Each area's answers (areas x functionals): its leaves' BLUE summed, then each
+    functional applied."""
     found = np.zeros((areas.count, rows.count))
     for fk, g, kept in zip(f, rows.rows, rows.kept, strict=True):
-        leaves = fk[areas.leaf][:, kept]
-        np.add.at(found, areas.area, np.einsum("prd,mrd->pm", leaves, g))
+        summed = _sum_by(areas.area, areas.count, areas.leaf, fk)[:, kept]
+        found += np.einsum("ard,mrd->am", summed, g)
     return found
 
 
-def pull_leaves(tree: Tree, areas: Areas, rows: Functionals, spread: np.ndarray) -> Pairs:
-    """The areas' functionals on their leaves (the rows themselves) pulled up to the
-    leaves' parents: every leaf of an (area, parent) pair has the same functional, so
-    the pair's innovation needs only the sum of its leaves' U."""
+def pull_leaves(tree: Tree, areas: Areas, V: Parts) -> Pairs:
+    """The areas' leaves (T = I) pulled up to the leaves' parents: the innovation of an
+    (area, parent) pair needs only the sum of its leaves' U."""
     up, leaf = tree.ups[-1], areas.leaf
     U_rows = leaf if up.shared is None else up.shared.row[leaf]
     parent = _parents(tree, len(tree.ups) - 1)
     area, geounit, group = _groups(areas.area, parent[leaf])
     h = []
-    for U, g in zip(up.U, rows.rows, strict=True):
-        summed = np.zeros((len(area), *U.shape[1:]))
-        np.add.at(summed, group, U[U_rows])
-        hk = np.matmul(g[None], summed[:, None])  # (pairs, m, r, D)
-        np.add.at(spread, area, np.einsum("pmrd,mrd->pm", hk, g))
-        h.append(hk)
-    return _lift(tree, len(tree.ups) - 1, area, geounit, h, spread)
+    for U, v in zip(up.U, V, strict=True):
+        summed = _sum_by(group, len(area), U_rows, U)
+        v += _sum_by(area, len(v), None, summed)
+        h.append(summed)
+    return _lift(tree, len(tree.ups) - 1, area, geounit, h, V)
 
 
-def add_top(F: Parts, pairs: Pairs, spread: np.ndarray) -> None:
-    """Adds g F g^T of the top level's pairs, F their full covariances (a row per
+def add_top(F: Parts, pairs: Pairs, V: Parts) -> None:
+    """Adds T F T^T of the top level's pairs, F their full covariances (a row per
     geounit): one geounit per area, whose full errors are the only ones left."""
     if len(np.unique(pairs.area)) != len(pairs.area):
         raise InternalError("an area spans several geounits of the top level")
-    for Fk, g in zip(F, pairs.g, strict=True):
-        gF = np.matmul(g, Fk[pairs.geounit][:, None])
-        np.add.at(spread, pairs.area, np.einsum("pmrd,pmrd->pm", gF, g))
+    for Fk, T, v in zip(F, pairs.T, V, strict=True):
+        v += _sum_by(pairs.area, len(v), None, T @ Fk[pairs.geounit] @ np.swapaxes(T, 1, 2))
 
 
-def pull_up(tree: Tree, pairs: Pairs, spread: np.ndarray, level: int | None = None) -> Pairs:
+def pull_up(tree: Tree, pairs: Pairs, V: Parts, level: int | None = None) -> Pairs:
     """Pairs on the geounits of ``level`` (default: the tree's lowest) pulled up to its
-    top level; each (area, parent) pair's innovation variance added to ``spread``."""
+    top level; each (area, parent) pair's innovation covariance added to its area's V."""
     start = len(tree.ups) - 1 if level is None else level
     for index in range(start, 0, -1):
-        pairs = _pull_level(tree, index, pairs, spread)
+        pairs = _pull_level(tree, index, pairs, V)
     return pairs
 
 
@@ -212,32 +230,41 @@ def _groups(area: np.ndarray, parent: np.ndarray) -> tuple[np.ndarray, np.ndarra
     return keys // width, keys % width, group.reshape(-1)
 
 
-def _pull_level(tree: Tree, index: int, pairs: Pairs, spread: np.ndarray) -> Pairs:
-    """One level's pairs to their parents': each pair's g U summed per (area, parent)."""
+def _pull_level(tree: Tree, index: int, pairs: Pairs, V: Parts) -> Pairs:
+    """One level's pairs to their parents': each pair's T U summed per (area, parent)."""
     up = tree.ups[index]
     U_rows = pairs.geounit if up.shared is None else up.shared.row[pairs.geounit]
     area, geounit, group = _groups(pairs.area, _parents(tree, index)[pairs.geounit])
     h = []
-    for U, gk in zip(up.U, pairs.g, strict=True):
-        each = np.matmul(gk, U[U_rows][:, None])  # (pairs, m, r, D)
-        np.add.at(spread, pairs.area, np.einsum("pmrd,pmrd->pm", each, gk))
-        summed = np.zeros((len(area), *each.shape[1:]))
-        np.add.at(summed, group, each)
-        h.append(summed)
-    return _lift(tree, index, area, geounit, h, spread)
+    for U, T, v in zip(up.U, pairs.T, V, strict=True):
+        each = T @ U[U_rows]
+        v += _sum_by(pairs.area, len(v), None, each @ np.swapaxes(T, 1, 2))
+        h.append(_sum_by(group, len(area), None, each))
+    return _lift(tree, index, area, geounit, h, V)
 
 
 def _lift(
-    tree: Tree, index: int, area: np.ndarray, geounit: np.ndarray, h: Parts, spread: np.ndarray
+    tree: Tree, index: int, area: np.ndarray, geounit: np.ndarray, h: Parts, V: Parts
 ) -> Pairs:
-    """The (area, parent) pairs' functionals h S^+ on the parents of level ``index``;
-    subtracts h S^+ h^T, the part of the children's variance their sum's error carries."""
+    """The (area, parent) pairs' maps h S^+ on the parents of level ``index``; subtracts
+    h S^+ h^T, the part of the children's covariance their sum's error carries."""
     fixed = index <= tree.fixed_through
     needed, back = np.unique(geounit, return_inverse=True)  # only the parents in use
     lifted: Parts = []
-    for k, (S, hk) in enumerate(zip(tree.ups[index - 1].S or [], h, strict=True)):
+    for k, (S, hk, v) in enumerate(zip(tree.ups[index - 1].S or [], h, V, strict=True)):
         sinv = pseudo_inverse(S[needed], fixed and k == 0, tree.singular)[back.reshape(-1)]
-        pulled = np.matmul(hk, sinv[:, None])
-        np.add.at(spread, area, -np.einsum("pmrd,pmrd->pm", pulled, hk))
+        pulled = hk @ sinv
+        v -= _sum_by(area, len(v), None, pulled @ np.swapaxes(hk, 1, 2))
         lifted.append(pulled)
     return Pairs(area, geounit, lifted)
+
+
+def _sum_by(
+    group: np.ndarray, groups: int, index: np.ndarray | None, values: np.ndarray
+) -> np.ndarray:
+    """sum_j values[index[j]] into row group[j] (index None: j itself), as a sparse
+    product: neither the gathered rows nor an unbuffered scatter are formed."""
+    columns = np.arange(len(group)) if index is None else index
+    ones = np.ones(len(group))
+    sums = sp.csr_matrix((ones, (group, columns)), shape=(groups, values.shape[0]))
+    return np.asarray(sums @ values.reshape(values.shape[0], -1)).reshape(groups, *values.shape[1:])

@@ -21,6 +21,7 @@ from das.estimate.unions import (
     passes,
     pull_leaves,
     pull_up,
+    spread_matrices,
 )
 from das.estimate.zeros import known_zeros
 from tests.unit.estimate.toy import (
@@ -111,12 +112,13 @@ def test_pairs_pulled_up_a_subtree_then_the_tree_above_give_the_whole_tree(invar
 
     rows = np.vstack([t.schema.query(name).matrix.toarray() for name in ALL])
     g, areas = functionals(t.basis, rows), _areas()
-    spread = np.zeros((areas.count, rows.shape[0]))
-    roots = pull_leaves(Tree(sub_ups, [None, PARENTS[2]], fixed - 1, singular), areas, g, spread)
-    top = pull_up(Tree(ups, PARENTS[:2], min(fixed, 1), singular), roots, spread)
-    add_top(above[0].covariances(), top, spread)
+    below_tree = Tree(sub_ups, [None, PARENTS[2]], fixed - 1, singular)
+    V = spread_matrices(below_tree, areas.count)
+    roots = pull_leaves(below_tree, areas, V)
+    top = pull_up(Tree(ups, PARENTS[:2], min(fixed, 1), singular), roots, V)
+    add_top(above[0].covariances(), top, V)
     found = area_answers(*_tree(t, answers, invariant_level), areas, g)
-    np.testing.assert_allclose(spread, found.variances, rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(g.quadratic(V), found.variances, rtol=1e-9, atol=1e-9)
     np.testing.assert_allclose(area_estimates(sub[-1].f, areas, g), found.estimates, atol=1e-9)
 
 
