@@ -75,6 +75,9 @@ class Areas:
             raise InternalError("an area's leaves and areas must be aligned vectors")
         if len(self.area) and (self.area.min() < 0 or self.area.max() >= self.count):
             raise InternalError(f"area indices outside 0..{self.count - 1}")
+        width = int(self.leaf.max(initial=0)) + 1
+        if len(np.unique(self.area * width + self.leaf)) != len(self.leaf):
+            raise InternalError("a leaf is listed twice in one area")
 
 
 @dataclass(frozen=True)

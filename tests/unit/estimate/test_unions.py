@@ -168,6 +168,8 @@ def test_refuses_misaligned_areas():
         Areas(np.array([0, 1]), np.array([0]), 1)
     with pytest.raises(InternalError, match="outside"):
         Areas(np.array([0]), np.array([3]), 1)
+    with pytest.raises(InternalError, match="twice"):
+        Areas(np.array([2, 2]), np.array([0, 0]), 1)
 
 
 def test_functionals_keep_only_the_rows_they_touch():
