@@ -4,6 +4,7 @@ variance, and areas that cut across tracts add up to the whole."""
 
 from __future__ import annotations
 
+import re
 import shutil
 
 import numpy as np
@@ -73,3 +74,16 @@ def test_areas_across_tracts_add_up_to_the_whole(demo_run, public):
     whole = sum(a[0] for a in tracts["estimates"])
     assert totals["estimate"].sum() == pytest.approx(whole, rel=1e-9)
     assert (totals["variance"] > 0).all()
+
+
+@pytest.mark.parametrize(
+    ("parts", "message"),
+    [((), r"no nmf/ \(is this a finished das run\?\)"), (("geography",), r"own parent codes")],
+)
+def test_refuses_what_it_cannot_read(demo_run, public, tmp_path, capsys, parts, message):
+    _, path = public
+    shutil.copy(demo_run / "run.json", tmp_path / "run.json")
+    for part in parts:
+        (tmp_path / part).mkdir()
+    assert main(["estimate", str(tmp_path), "--areas", str(path)]) == 2
+    assert re.search(message, capsys.readouterr().err)
