@@ -7,7 +7,8 @@ The tree (one county under the U.S. and a state; tracts of about 100 blocks, blo
 groups of about 30) carries the configuration's information matrices and random
 statistics: the BLUE's values are meaningless, the work is the real work. Areas are runs
 of consecutive blocks of 1-400 blocks at random places (they cut across block groups
-and tracts). Every line of P1-P5 is pulled up for every area. Prints the seconds of the
+and tracts). Every line of P1-P5 is pulled up for every area (``--all``: and every
+measured query's cells, as ``das estimate --areas``). Prints the seconds of the
 two passes and of the areas' answers.
 """
 
@@ -22,6 +23,7 @@ import numpy as np
 from das.estimate.basis import query_kinds, schema_basis
 from das.estimate.tree import LevelData
 from das.estimate.unions import Areas, area_answers, functionals, passes
+from das.job.area_estimates import items
 from das.output.tables import tables_for
 from das.spec.config import load_config
 
@@ -38,6 +40,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--blocks", type=int, default=5000)
     parser.add_argument("--areas", type=int, default=2000)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument(
+        "--all",
+        action="store_true",
+        help="every measured query's cells too, as das estimate --areas",
+    )
     args = parser.parse_args(argv)
     rng = np.random.default_rng(args.seed)
     config = load_config(CONFIG, ["run.production=false"])
@@ -63,6 +70,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     leaf = np.concatenate([np.arange(f, f + n) for f, n in zip(first, length, strict=True)])
     area = np.repeat(np.arange(args.areas), length)
     cells = np.vstack([t.matrix(schema).toarray().T for t in tables_for(schema)])
+    if args.all:
+        cells = items(config)[2]
     rows = functionals(basis, cells)
     answers = area_answers(tree, estimates, Areas(leaf, area, args.areas), rows)
     end = time.perf_counter()
