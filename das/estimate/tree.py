@@ -44,7 +44,7 @@ from das.estimate.basis import Basis
 
 Parts = list[np.ndarray]
 
-#: Eigenvalues of S below this share of its largest are its null space's (``_pinv``).
+#: Eigenvalues of S below this share of its largest are its null space's (``pseudo_inverse``).
 NULL = 1e-10
 
 
@@ -240,7 +240,7 @@ def up_pass(
     return ups[::-1]
 
 
-def _pinv(S: np.ndarray, fixed: bool, singular: bool = False) -> np.ndarray:
+def pseudo_inverse(S: np.ndarray, fixed: bool, singular: bool = False) -> np.ndarray:
     """S^-1, or with ``fixed`` (the total's coordinate exact, S's first row and column 0)
     the inverse off that coordinate; with ``singular`` (known zeros: S is 0 on the
     histograms they rule out, and with ``fixed`` on the total too, directions not
@@ -284,7 +284,7 @@ def down_pass(
         rows = parent if up.shared is None else up.shared.parent  # the parent of U's rows
         fs, Fs = [], []
         for k in range(len(up.u)):
-            sinv = _pinv(above.S[k], fixed and k == 0, singular)
+            sinv = pseudo_inverse(above.S[k], fixed and k == 0, singular)
             gain = _rows(fp.f[k] - above.w[k], sinv)
             h = sinv - sinv @ fp.F[k] @ sinv
             Uc = up.U[k]

@@ -176,6 +176,12 @@ def parser() -> argparse.ArgumentParser:
         "interval is estimate +- 1.6449 sqrt(variance).",
     )
     estimate.add_argument("output", help="the run's output directory (nmf/, invariants/, run.json)")
+    estimate.add_argument(
+        "--areas", metavar="FILE",
+        help="a block-assignment file (GEOID, then a column per kind of area): each area's "
+        "estimate, exact variance and 90%% interval of every table line and measured query, "
+        "to OUTPUT/areas/<column>.parquet (estimates/ is left as it is)",
+    )  # fmt: skip
     add_conf_argument(estimate)
 
     add_tabulate_command(commands)
@@ -392,6 +398,11 @@ def audit_command(args: argparse.Namespace) -> None:
 
 
 def estimate_command(args: argparse.Namespace) -> None:
+    if args.areas is not None:
+        from das.job.area_estimates import area_estimates_body
+
+        print(area_estimates_body(args.output, args.areas))
+        return
     from das.job.estimate import estimate_command_body
     from das.spark.session import parse_spark_conf
 
