@@ -153,7 +153,21 @@ CASES = [
     _case("config not UTF-8", _run(config="{t}/latin1.toml"),
           r"das: error: .*/latin1.toml: not valid TOML: 'utf-8' codec can't decode byte 0xe9"),
     _case("unknown config key", _run("--set", "budget.rhoo=1"),
-          r"das: error: .*/demo.toml: invalid configuration\n  budget.rhoo: unknown key"),
+          r"das: error: invalid configuration\n  --set budget.rhoo=1: unknown key$"),
+    _case("--set, zero denominator", _run("--set", "budget.rho=1/0"),
+          r"das: error: invalid configuration\n  --set budget.rho=1/0: expected a fraction "
+          r"with a nonzero denominator, got '1/0'$"),
+    _case("--set, beyond a float", _run("--set", "budget.rho=1e400"),
+          r"das: error: invalid configuration\n  --set budget.rho=1e400: expected a number "
+          r"below 1.8e308, got '1e400'$"),
+    _case("--set, not an integer", _run("--set", "spark.shuffle_partitions=x"),
+          r"das: error: invalid configuration\n  --set spark.shuffle_partitions=x: Input "
+          r"should be a valid integer \(got 'x'\)$"),
+    _case("--set, a share that breaks its section's sum", _run("--set", "budget.geolevels.us=1"),
+          r"das: error: --set budget.geolevels.us=1: budget.geolevels: shares must sum to "
+          r"exactly 1"),
+    _case("--set, a negative budget", _run("--set", "budget.rho=-1"),
+          r"das: error: --set budget.rho=-1: budget.rho must be positive, got -1$"),
     _case("--set without =", _run("--set", "budget.rho"),
           r"das: error: --set 'budget.rho': expected key=value"),
     _case("seed in production", _run(config=PRODUCTION),
