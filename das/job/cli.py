@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TextIO, cast
 
 from das.errors import InternalError, UserError
 from das.job.design import add_design_arguments, design_command
@@ -453,6 +455,7 @@ COMMANDS = {
 def configure_logging(verbose: bool, quiet: bool = False) -> None:
     """Progress lines on stderr (INFO); -v adds debug lines, -q keeps warnings and errors."""
     logging.basicConfig(
+        stream=console_stderr(),
         format="%(asctime)s %(message)s",
         datefmt="%H:%M:%S",
         level=logging.DEBUG if verbose else logging.WARNING if quiet else logging.INFO,
@@ -461,16 +464,27 @@ def configure_logging(verbose: bool, quiet: bool = False) -> None:
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
 
+def console_stderr() -> TextIO:
+    """Where progress lines and error messages go: this process's stderr, or under
+    spark-submit the JVM's (das.spark.session.JvmStderr), so that stdout holds only results
+    there too."""
+    if "PYSPARK_GATEWAY_PORT" in os.environ:
+        from das.spark.session import JvmStderr
+
+        return cast(TextIO, JvmStderr())
+    return sys.stderr
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     configure_logging(args.verbose, args.quiet)
     try:
         COMMANDS[args.command](args)
     except UserError as exc:
-        print(f"das: error: {_with_notes(exc)}", file=sys.stderr)
+        print(f"das: error: {_with_notes(exc)}", file=console_stderr())
         return 2
     except InternalError as exc:
-        print(f"das: {_with_notes(exc)}", file=sys.stderr)
+        print(f"das: {_with_notes(exc)}", file=console_stderr())
         return 1
     return 0
 

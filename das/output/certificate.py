@@ -7,9 +7,10 @@ implies; the protected unit, the neighbouring relation, and the invariants and s
 constraints held exact (``das.output.guarantee``); software versions; the MDF's record
 count (protected) and the input's only where the configuration holds that total
 invariant; solver and failsafe counts per level (post-processing of the noisy answers and
-invariants); phase timings (operational, not data values). Rows of the units table are
-left out: not invariant, minus the invariant counts they give the unoccupied
-group-quarters facilities. Built as typed sections; written as JSON for machines
+invariants). No timing: the time a phase takes grows with the confidential input, so a
+run keeps its timings in the confidential directory (``das.job.private``). Rows of the
+units table are left out: not invariant, minus the invariant counts they give the
+unoccupied group-quarters facilities. Built as typed sections; written as JSON for machines
 (``Certificate.to_json``) and Markdown for people (``render_markdown``), only once the
 run has passed validation.
 """
@@ -151,20 +152,6 @@ class Postprocessing:
 
 
 @dataclass(frozen=True)
-class Timings:
-    """Wall seconds of each phase of the run, to the millisecond, in the order they ran."""
-
-    seconds: tuple[tuple[str, float], ...]
-
-    @classmethod
-    def of(cls, timings: Mapping[str, float]) -> Timings:
-        return cls(tuple((name, round(s, 3)) for name, s in timings.items()))
-
-    def to_dict(self) -> dict[str, Any]:
-        return dict(self.seconds)
-
-
-@dataclass(frozen=True)
 class Software:
     """Python's version and each package's (``not installed`` for a missing one), and
     das's code digest (das.output.software)."""
@@ -191,7 +178,6 @@ class Certificate:
     software: Software
     records: Records
     postprocessing: Postprocessing
-    timings: Timings
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -207,7 +193,6 @@ class Certificate:
             "software": self.software.to_dict(),
             "records": self.records.to_dict(),
             "postprocessing": self.postprocessing.to_dict(),
-            "timings_seconds": self.timings.to_dict(),
         }
 
     def to_json(self) -> str:
@@ -273,7 +258,6 @@ def build_certificate(
     noise_source: str,
     records: Records,
     levels: Sequence[LevelReport],
-    timings: Mapping[str, float],
 ) -> Certificate:
     return Certificate(
         run=config.file.run.name,
@@ -288,7 +272,6 @@ def build_certificate(
         software=versions(),
         records=records,
         postprocessing=Postprocessing(tuple(levels)),
-        timings=Timings.of(timings),
     )
 
 
@@ -322,10 +305,6 @@ def render_markdown(cert: Certificate) -> str:
         *[f"- {k}: {v:,}" for k, v in cert.records.to_dict().items()],
         "",
         *_postprocessing_lines(cert.postprocessing),
-        "",
-        "## Timings",
-        "",
-        *[f"- {k}: {v:.1f} s" for k, v in cert.timings.seconds],
         "",
         "## Software",
         "",

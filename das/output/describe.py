@@ -108,7 +108,6 @@ CERTIFICATE_FIELDS = {
     "postprocessing.levels[].solve_seconds": "seconds spent solving its parents",
     "postprocessing.levels[].max_mip_gap": "the largest relative gap of its roundings",
     "postprocessing.levels[].reused": "whether a resumed run reused its checkpoint",
-    "timings_seconds.<phase>": "wall seconds of each phase of the run, in order",
 }
 
 #: Certificate dictionaries whose keys are data (a level, a query...), by their path.
@@ -116,7 +115,6 @@ CERTIFICATE_KEYS = {
     "privacy.levels": "<level>",
     "privacy.levels.<level>.queries": "<query>",
     "software": "<package>",
-    "timings_seconds": "<phase>",
 }
 
 METRICS_COLUMNS = {
@@ -140,6 +138,9 @@ CONFIDENTIAL_FILES = {
     "drawn (a resumed run reports them without measuring again)",
     "input_fingerprint.json": "name, size and hash of every input file, which `--resume` "
     "must match",
+    "timings.json": "wall seconds of each phase (`phases_seconds`, in the order they ran) and "
+    "of each level's solves (`solve_seconds`): kept here, because they grow with the input",
+    "run.log": "the log lines that carry figures of the input (rows read), never printed",
 }
 
 _PUBLIC = (
@@ -332,7 +333,9 @@ def _confidential() -> str:
     return (
         "## The confidential directory (NOT public)\n\n"
         "Figures against the true counts: not differentially private, never to be "
-        "published.\n\n" + markdown_table(("file", "content"), files) + "\n\n"
+        "published. The directory is its owner's only (mode 0700, its files 0600, whatever "
+        "the umask; on object stores, see docs/cluster.md), and `das validate` warns when "
+        "others can read it.\n\n" + markdown_table(("file", "content"), files) + "\n\n"
         "The metrics' columns (a row per bin and each marginal, `all`):\n\n"
         + markdown_table(("column", "meaning"), columns)
     )

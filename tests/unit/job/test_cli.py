@@ -436,9 +436,7 @@ def test_a_run_ends_with_its_summary(world, monkeypatch, capsys):
     from das.output.certificate import Records, build_certificate
 
     config = load_config(DEMO, seed=1)
-    certificate = build_certificate(
-        config, noise_source="seed", records=Records(7), levels=[], timings={}
-    )
+    certificate = build_certificate(config, noise_source="seed", records=Records(7), levels=[])
     geounits = {name: 1 for name in config.geography.names}
     result = run.RunResult(f"{world}/new", certificate, geounits)
     monkeypatch.setattr(run, "run_job", lambda *args, **kwargs: result)
