@@ -202,6 +202,12 @@ CASES = [
           r"das: error: .*/demo.toml: postprocess.solver: unknown solver 'gurobi'; allowed: "),
     _case("output is a file", _run(output="{t}/file"),
           r"das: error: --output .*/file is a file; expected a new directory$"),
+    _case("output where nothing can be made", _run(output="/proc/das_out"),
+          r"das: error: --output /proc/das_out cannot be created: /proc is not writable$"),
+    _case("dry run, output where nothing can be made", _run("--dry-run", output="/proc/das_out"),
+          r"das: error: --output /proc/das_out cannot be created: /proc is not writable$"),
+    _case("confidential where nothing can be made", _run("--confidential", "/proc/das_c"),
+          r"das: error: --confidential /proc/das_c cannot be created: /proc is not writable$"),
     _case("output under a file", _run(output="{t}/file/run"),
           r"das: error: --output .*/file/run cannot be created: .*/file is a file, not a "
           r"directory$"),
