@@ -146,6 +146,12 @@ def parser() -> argparse.ArgumentParser:
     validate = add_command(commands, "validate", "check a finished run's outputs against its input")
     validate.add_argument("--input", required=True, help="the run's input directory")
     validate.add_argument("--output", required=True, help="the run's output directory")
+    validate.add_argument(
+        "--confidential",
+        metavar="DIR",
+        help="the run's confidential directory (default: <output>-confidential): its "
+        "input fingerprint must match --input",
+    )
     add_conf_argument(validate)
 
     audit = add_command(commands, "audit", "reconstruction audit of a finished run (confidential)")
@@ -334,12 +340,13 @@ def check_fixture_out(out: str) -> None:
 def validate_command(args: argparse.Namespace) -> None:
     """Exit 0 and "valid"; exit 2 with the broken checks (a result, not a bug); 1 for a bug."""
     from das.confidential.validation import validate_run
+    from das.job.validate import check_validate_paths
     from das.output.validate import run_mode
     from das.spark.session import parse_spark_conf, spark_session
     from das.spec.config import SparkSection
 
     spark_conf = parse_spark_conf(args.conf)
-    check_validate_paths(args.input, args.output)
+    check_validate_paths(args.input, args.output, args.confidential)
     # run.json keeps no spark section (it is not part of a run's identity): defaults here
     spark = spark_session(SparkSection(), "das validate", spark_conf)
     problems = validate_run(spark, args.input, args.output)
@@ -349,27 +356,6 @@ def validate_command(args: argparse.Namespace) -> None:
             + "\n  ".join(problems)
         )
     print(f"{args.output}: valid; {run_mode(spark, args.output).label}")
-
-
-def check_validate_paths(input_dir: str, output: str) -> None:
-    """What can be checked of local paths before Spark starts: a run in ``output`` (its
-    run.json names the input tables) and an input directory."""
-    from das.job.files import LocalFiles, is_local
-    from das.job.preflight import check_input_dir
-    from das.job.record import RUN_JSON, join, read_json
-    from das.spec.config import build_config
-
-    files = LocalFiles()
-    if not is_local(output):
-        return
-    if files.kind(output) != "dir":
-        raise UserError(f"--output {output} is not a directory holding a das run")
-    marker = join(output, RUN_JSON)
-    if files.kind(marker) != "file":
-        raise UserError(f"{output} holds no das run (no run.json)")
-    if is_local(input_dir):
-        config = build_config(read_json(files, marker), marker)
-        check_input_dir(files, input_dir, config)
 
 
 def check_command(args: argparse.Namespace) -> None:

@@ -245,6 +245,10 @@ CASES = [
           r"das: error: .*/empty holds no das run \(no run.json\)$"),
     _case("validate, input missing", ["validate", "--input", "{t}/none", "--output", "{t}/run"],
           r"das: error: --input .*/none does not exist"),
+    _case("validate, another input", ["validate", "--input", "{t}/other", "--output", "{t}/run"],
+          r"das: error: --input .*/other is not the input the run in .*/run was made from "
+          r"\(changed: persons.parquet, units.parquet, by the fingerprint in "
+          r".*/run-confidential/input_fingerprint.json\); validate a run against its own input$"),
     # fixtures
     _case("fixture onto a file", _fixture("--out", "{t}/file"),
           r"das: error: --out .*/file is a file; expected a directory \(created if missing\)$"),
