@@ -264,6 +264,7 @@ def add_cluster_arguments(commands: argparse._SubParsersAction[argparse.Argument
 
 
 def run_command(args: argparse.Namespace) -> None:
+    from das.job.lock import check_unlocked, run_lock
     from das.job.plan import check_plan, render_plan
     from das.job.preflight import run_paths
     from das.job.run import run_job
@@ -276,17 +277,19 @@ def run_command(args: argparse.Namespace) -> None:
     config = load_config(args.config, overrides=args.overrides, seed=args.seed)
     paths = run_paths(args.input, args.output, args.confidential)
     if args.dry_run:
+        check_unlocked(paths.output)
         check_plan(config, paths, args.resume)
         print(render_plan(config, paths))
         return
-    result = run_job(
-        config,
-        args.input,
-        args.output,
-        resume=args.resume,
-        confidential=args.confidential,
-        spark_conf=spark_conf,
-    )
+    with run_lock(paths.output):  # one run at a time per output
+        result = run_job(
+            config,
+            args.input,
+            args.output,
+            resume=args.resume,
+            confidential=args.confidential,
+            spark_conf=spark_conf,
+        )
     elapsed = time.perf_counter() - start
     summary = render_summary(
         config, result.certificate, result.geounits, paths, elapsed, result.geography

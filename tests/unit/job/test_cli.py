@@ -10,8 +10,10 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import os
 import re
 import shutil
+import socket
 from importlib import metadata
 from pathlib import Path
 from types import ModuleType
@@ -89,6 +91,8 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (tmp_path / "no_units").mkdir()
     shutil.copy(tmp_path / "in" / "persons.parquet", tmp_path / "no_units")
     write_input(tmp_path / "other", *tiny_input(seed=1))
+    busy = {"pid": os.getpid(), "host": socket.gethostname(), "started": "2026-12-04T22:00:00+00:00"}
+    (tmp_path / "busy.lock").write_text(json.dumps(busy))  # a live run writes {t}/busy
     (tmp_path / "in2").mkdir()
     (tmp_path / "in2" / "persons.parquet").mkdir()
     (tmp_path / "in2" / "persons.parquet" / "_SUCCESS").write_text("")
@@ -191,6 +195,13 @@ CASES = [
     _case("output not empty", _run(output="{t}/full"),
           r"das: error: output directory .*/full exists and is not empty; choose a new one, "
           r"or pass --resume"),
+    # one run at a time per output
+    _case("output a live run is writing", _run(output="{t}/busy"),
+          r"das: error: --output .*/busy is being written by another das run \(pid \d+ on .*, "
+          r"started 2026-12-04T22:00:00\+00:00\); wait for it to end or choose another "
+          r"--output \(if no das run is writing it, delete .*/busy.lock\)$"),
+    _case("dry run, output a live run is writing", _run("--dry-run", output="{t}/busy"),
+          r"das: error: --output .*/busy is being written by another das run"),
     # a dry run refuses what a run refuses before Spark
     _case("dry run, output not empty", _run("--dry-run", output="{t}/full"),
           r"das: error: output directory .*/full exists and is not empty; choose a new one"),
