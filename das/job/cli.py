@@ -475,7 +475,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     except InternalError as exc:
         print(f"das: {_with_notes(exc)}", file=console_stderr())
         return 1
+    except KeyboardInterrupt as exc:  # Ctrl-C: what stopped and what to do, no traceback
+        print(f"das: {interrupted(exc)}", file=console_stderr())
+        return 130
     return 0
+
+
+def interrupted(exc: KeyboardInterrupt) -> str:
+    """One line for Ctrl-C: the run's note names what it wrote (delete it, or --resume)."""
+    notes = getattr(exc, "__notes__", [])
+    if notes:
+        return f"interrupted (Ctrl-C); {notes[0]}"
+    return "interrupted (Ctrl-C) before anything was written; nothing to clean up"
 
 
 def _with_notes(exc: Exception) -> str:

@@ -466,3 +466,27 @@ def test_a_run_ends_with_its_summary(world, monkeypatch, capsys):
     assert re.match(r"das run demo: done in \d+s; TEST MODE", lines[0])
     assert lines[1] == "  persons:   7 in the protected microdata"
     assert lines[-3].endswith(f"{world}/new-confidential/report.html  (confidential: never publish)")
+
+
+@pytest.mark.parametrize(
+    ("note", "line"),
+    [
+        ("das wrote to /o before it stopped: delete it before running again, or run the same "
+         "command with --resume to continue from the last checkpoint",
+         "das: interrupted (Ctrl-C); das wrote to /o before it stopped: delete it before "
+         "running again, or run the same command with --resume to continue from the last "
+         "checkpoint\n"),
+        (None, "das: interrupted (Ctrl-C) before anything was written; nothing to clean up\n"),
+    ],
+)  # fmt: skip
+def test_ctrl_c_ends_a_run_with_one_line_and_exit_130(world, monkeypatch, capsys, note, line):
+    def stopped(*args: object, **kwargs: object) -> None:
+        error = KeyboardInterrupt()
+        if note:
+            error.add_note(note)
+        raise error
+
+    monkeypatch.setattr(run, "run_job", stopped)
+    assert main([a.replace("{t}", str(world)) for a in _run()]) == 130
+    assert capsys.readouterr() == ("", line)
+    assert not (world / "new.lock").exists()
