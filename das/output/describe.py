@@ -16,7 +16,13 @@ from das.estimate.write import ESTIMATES_SCHEMA, INVARIANTS_SCHEMA
 from das.output.microdata import GEOGRAPHY_COLUMNS, microdata_schema
 from das.postprocess.levels import SOLUTION_SCHEMA
 from das.privacy.nmf import NMF_SCHEMA
-from das.spark.marks import MODE_KEY, PUBLIC_PARQUET, TEST_WARNING, WARNING_KEY
+from das.spark.marks import (
+    MODE_KEY,
+    PUBLIC_PARQUET,
+    SPARK_SCHEMA_KEY,
+    TEST_WARNING,
+    WARNING_KEY,
+)
 from das.spec.markdown import markdown_table
 from das.spec.schema import Attribute, OutputColumn, Schema, load_schema, shipped_schemas
 
@@ -188,8 +194,15 @@ def _intro() -> str:
         "the input, which are NOT public, under `--confidential` (by default "
         "`<output>-confidential`, never inside the output). Every Parquet file of "
         f"{parquet} says in its footer whether the run was a test (a fixed seed) or "
-        f"production: each column's metadata holds `{MODE_KEY}` = `test` or `production`, "
-        f'and in test mode `{WARNING_KEY}` = "{TEST_WARNING}".\n\n'
+        f"production: in Spark's schema entry (`{SPARK_SCHEMA_KEY}`, JSON, which Spark reads "
+        f"back as column metadata) each column's metadata holds `{MODE_KEY}` = `test` or "
+        f'`production`, and in test mode `{WARNING_KEY}` = "{TEST_WARNING}". The files of '
+        "`mdf/`, `nmf/` and `estimates/`, which the tasks write with pyarrow, also hold both "
+        "as key-value entries of the footer and as each field's metadata, where pyarrow and "
+        f'pandas show them (`pyarrow.parquet.read_schema(f).metadata[b"{MODE_KEY}"]`); those '
+        "of `levels/`, `invariants/`, `geography/` (and any file Spark writes where pyarrow "
+        "cannot open the output: Spark's writer takes no key-value entry of ours) only in "
+        "Spark's entry.\n\n"
         + markdown_table(("path", "content"), _PUBLIC)
     )
 
