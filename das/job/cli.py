@@ -451,6 +451,14 @@ def configure_logging(verbose: bool, quiet: bool = False) -> None:
     )
     for noisy in ("py4j", "pyspark", "matplotlib"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(_without_interrupts)
+
+
+def _without_interrupts(record: logging.LogRecord) -> bool:
+    """Leave out the traceback py4j logs when Ctrl-C interrupts a call into the JVM: the
+    command says in one line what was interrupted (``interrupted``)."""
+    return not (record.exc_info and record.exc_info[0] is KeyboardInterrupt)
 
 
 def console_stderr() -> TextIO:
@@ -476,9 +484,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"das: {_with_notes(exc)}", file=console_stderr())
         return 1
     except KeyboardInterrupt as exc:  # Ctrl-C: what stopped and what to do, no traceback
+        _stop_spark()
         print(f"das: {interrupted(exc)}", file=console_stderr())
         return 130
     return 0
+
+
+def _stop_spark() -> None:
+    """Stop the session a command started, its jobs cancelled, without the errors its
+    tasks log as they are cut off (nothing of Spark is imported if it never started)."""
+    if "pyspark" not in sys.modules:
+        return
+    from pyspark import SparkContext
+
+    context = SparkContext._active_spark_context
+    if context is None:
+        return
+    try:
+        context.setLogLevel("OFF")
+        context.stop()
+    except Exception:  # the JVM is gone already: nothing left to stop
+        log.debug("Spark could not be stopped after Ctrl-C", exc_info=True)
 
 
 def interrupted(exc: KeyboardInterrupt) -> str:

@@ -13,8 +13,10 @@ import io
 import logging
 import os
 import shutil
+import signal
 import sys
 import tempfile
+import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from importlib import resources
@@ -64,7 +66,8 @@ def spark_session(
 ) -> SparkSession:
     """Get (or create) the session with this job's settings applied, then ``conf``'s."""
     builder = SparkSession.builder.appName(app_name)
-    if not _launched_by_spark_submit():
+    embedded = not _launched_by_spark_submit()
+    if embedded:
         # Local executors must run the driver's interpreter: numpy/scipy come from it. Under
         # spark-submit the executors' Python is the cluster's choice (spark.pyspark.python,
         # PYSPARK_PYTHON): this driver's path may not exist on the executors' machines.
@@ -95,6 +98,11 @@ def spark_session(
     for key, value in conf:
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
+    if embedded and threading.current_thread() is threading.main_thread():
+        # PySpark's own Ctrl-C handler cancels the jobs through the gateway connection it
+        # has just interrupted (py4j then prints tracebacks of a reentrant call): a plain
+        # KeyboardInterrupt instead, and the command stops Spark (das.job.cli).
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     spark.conf.set("spark.sql.shuffle.partitions", str(settings.shuffle_partitions))
     spark.conf.set(COALESCE, "false")
     for key, value in conf:  # a session that already existed keeps its static settings

@@ -20,6 +20,7 @@ from types import ModuleType
 
 import pytest
 from _pytest.mark import ParameterSet
+from pyspark import SparkContext
 
 from das.errors import InternalError, UserError
 from das.job import run
@@ -487,6 +488,8 @@ def test_ctrl_c_ends_a_run_with_one_line_and_exit_130(world, monkeypatch, capsys
         raise error
 
     monkeypatch.setattr(run, "run_job", stopped)
+    # a session of this test process (another file's) is not the run's to stop
+    monkeypatch.setattr(SparkContext, "_active_spark_context", None)
     assert main([a.replace("{t}", str(world)) for a in _run()]) == 130
     assert capsys.readouterr() == ("", line)
     assert not (world / "new.lock").exists()
