@@ -456,9 +456,15 @@ def configure_logging(verbose: bool, quiet: bool = False) -> None:
 
 
 def _without_interrupts(record: logging.LogRecord) -> bool:
-    """Leave out the traceback py4j logs when Ctrl-C interrupts a call into the JVM: the
-    command says in one line what was interrupted (``interrupted``)."""
-    return not (record.exc_info and record.exc_info[0] is KeyboardInterrupt)
+    """Leave out the tracebacks py4j logs when Ctrl-C interrupts a call into the JVM (the
+    interrupt, or an error raised while handling it): the command says in one line what
+    was interrupted (``interrupted``)."""
+    error = record.exc_info[1] if record.exc_info else None
+    while error is not None:
+        if isinstance(error, KeyboardInterrupt):
+            return False
+        error = error.__cause__ or error.__context__
+    return True
 
 
 def console_stderr() -> TextIO:

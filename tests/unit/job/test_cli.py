@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import logging
 import os
 import re
 import shutil
@@ -493,3 +494,23 @@ def test_ctrl_c_ends_a_run_with_one_line_and_exit_130(world, monkeypatch, capsys
     assert main([a.replace("{t}", str(world)) for a in _run()]) == 130
     assert capsys.readouterr() == ("", line)
     assert not (world / "new.lock").exists()
+
+
+def test_tracebacks_of_an_interrupted_jvm_call_are_left_out():
+    """What py4j logs when Ctrl-C cuts a call into the JVM: the interrupt itself, or an
+    error raised while handling it (a broken pipe); other errors are kept."""
+    from das.job.cli import _without_interrupts
+
+    def record(error: BaseException) -> logging.LogRecord:
+        return logging.LogRecord("py4j", logging.ERROR, "x", 1, "m", None, (type(error), error, None))
+
+    try:
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt:
+            raise BrokenPipeError(32, "Broken pipe")  # noqa: B904  (as py4j does)
+    except BrokenPipeError as during:
+        assert not _without_interrupts(record(during))
+    assert not _without_interrupts(record(KeyboardInterrupt()))
+    assert _without_interrupts(record(OSError("disk full")))
+    assert _without_interrupts(logging.LogRecord("das", logging.INFO, "x", 1, "m", None, None))
