@@ -38,10 +38,19 @@ def run_timings(output: Path) -> dict[str, Any]:
     return found
 
 
+def parent_seconds(output: Path, level: str) -> pd.DataFrame:
+    """Each parent's solve seconds at ``level`` (its first child's geocode, seconds), which
+    the run keeps in its confidential directory (das.postprocess.levels.solve_seconds_path)."""
+    from das.job.preflight import default_confidential
+    from das.postprocess.levels import solve_seconds_path
+
+    path = solve_seconds_path(default_confidential(str(output)), level)
+    return pd.read_csv(path, dtype={"geocode": str}, keep_default_na=False)
+
+
 def solve_distribution(output: Path, level: str) -> dict[str, float]:
-    """Per-parent solve seconds of one level, from its checkpoint (one row per parent has it)."""
-    frame = pd.read_parquet(output / "levels" / level, columns=["solves", "seconds"])
-    seconds = frame.loc[frame["solves"] == 1, "seconds"].to_numpy()
+    """Per-parent solve seconds of one level (``parent_seconds``)."""
+    seconds = parent_seconds(output, level)["seconds"].to_numpy()
     if not len(seconds):
         return {"parents": 0}
     return {

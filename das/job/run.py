@@ -157,7 +157,9 @@ def _run(
     answers = nmf  # what the families fit: with target "blue", the BLUE beside the NMF's rows
     if config.file.postprocess.target == "blue":
         answers = with_blue(nmf, spark, f"{output}/estimates")
-    run = LevelRun(spark, config, output, nmf, answers, facts, geounits, below, exchanged)
+    run = LevelRun(
+        spark, config, output, nmf, answers, facts, geounits, below, exchanged, confidential
+    )
     try:
         reports, protected = solve_levels(run, progress)
     finally:

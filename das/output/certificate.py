@@ -147,7 +147,10 @@ class Postprocessing:
         return {
             "solves": self.solves,
             "failsafes": self.failsafes,
-            "levels": [asdict(r) for r in self.levels],
+            # each level's solve seconds stay out: the confidential timings hold them
+            "levels": [
+                {k: v for k, v in asdict(r).items() if k != "solve_seconds"} for r in self.levels
+            ],
         }
 
 
@@ -381,7 +384,7 @@ def _postprocessing_lines(post: Postprocessing) -> list[str]:
     for level in post.levels:
         lines.append(
             f"- {level.level}: {level.solves:,} solves, "
-            f"{len(level.failsafes)} failsafes, {level.solve_seconds:.1f} s solving, "
+            f"{len(level.failsafes)} failsafes, "
             f"roundings within {level.max_mip_gap:.1e} of optimal (relative L1 gap)"
             + (" (reused checkpoint)" if level.reused else "")
         )

@@ -14,7 +14,7 @@ import sys
 
 from das.estimate.write import ESTIMATES_SCHEMA, INVARIANTS_SCHEMA
 from das.output.microdata import GEOGRAPHY_COLUMNS, microdata_schema
-from das.postprocess.levels import SOLUTION_SCHEMA
+from das.postprocess.levels import CHECKPOINT_SCHEMA
 from das.privacy.nmf import NMF_SCHEMA
 from das.spark.marks import (
     MODE_KEY,
@@ -69,7 +69,6 @@ CHECKPOINT_COLUMNS = {
     "counts": "the protected count of each of those cells (positive)",
     "solves": "solves of the geounit's parent (on its first child only; 0 on the others)",
     "failsafe": "the failsafe used for the parent and why (null if none)",
-    "seconds": "seconds spent solving the parent",
     "mip_gap": "the largest relative gap of the parent's roundings to their proven bound",
 }
 
@@ -111,7 +110,6 @@ CERTIFICATE_FIELDS = {
     "postprocessing.levels[].level": "the level",
     "postprocessing.levels[].solves": "its parent problems solved",
     "postprocessing.levels[].failsafes": "its failsafe uses: (first child's geocode, reason)",
-    "postprocessing.levels[].solve_seconds": "seconds spent solving its parents",
     "postprocessing.levels[].max_mip_gap": "the largest relative gap of its roundings",
     "postprocessing.levels[].reused": "whether a resumed run reused its checkpoint",
 }
@@ -147,6 +145,8 @@ CONFIDENTIAL_FILES = {
     "timings.json": "wall seconds of each phase (`phases_seconds`, in the order they ran) and "
     "of each level's solves (`solve_seconds`): kept here, because they grow with the input",
     "run.log": "the log lines that carry figures of the input (rows read), never printed",
+    "solve_seconds/<level>.csv": "each parent's solve seconds (`geocode` of its first child, "
+    "`seconds`): the public checkpoints leave them out",
 }
 
 _PUBLIC = (
@@ -317,7 +317,7 @@ def _estimates() -> str:
 def _checkpoints() -> str:
     rows = [
         (f"`{field.name}`", field.dataType.simpleString(), CHECKPOINT_COLUMNS[field.name])
-        for field in SOLUTION_SCHEMA
+        for field in CHECKPOINT_SCHEMA
     ]
     return (
         "## Level checkpoints (`levels/<level>/`)\n\n"

@@ -18,7 +18,7 @@ from das.job.record import FINGERPRINT_JSON, RUN_JSON, SOFTWARE_JSON
 from das.output import describe
 from das.output.certificate import Records, build_certificate, write_certificate
 from das.output.microdata import microdata_schema
-from das.postprocess.levels import checkpoint_path
+from das.postprocess.levels import CHECKPOINT_SCHEMA, checkpoint_path
 from das.postprocess.report import LevelReport
 from das.postprocess.rows import SOLUTION_ARROW
 from das.privacy.nmf import NMF_SCHEMA
@@ -44,7 +44,8 @@ def test_every_mdf_column_of_every_shipped_schema_is_on_the_page() -> None:
 
 def test_the_nmf_and_checkpoint_columns_are_those_written() -> None:
     assert list(describe.NMF_COLUMNS) == NMF_SCHEMA.names
-    assert list(describe.CHECKPOINT_COLUMNS) == SOLUTION_ARROW.names
+    assert list(describe.CHECKPOINT_COLUMNS) == CHECKPOINT_SCHEMA.names
+    assert set(SOLUTION_ARROW.names) - set(CHECKPOINT_SCHEMA.names) == {"seconds"}
 
 
 def _paths(value: Any, path: str = "") -> set[str]:
@@ -91,7 +92,7 @@ def test_the_files_the_page_names_are_those_written(monkeypatch: pytest.MonkeyPa
     certificate = build_certificate(config, noise_source="t", records=Records(1), levels=[])
     write_certificate(None, certificate, "o")
     confidential = {n.removeprefix("c/") for n in names if n.startswith("c/")}
-    kept = {MEASUREMENT_ERRORS, FINGERPRINT_JSON, TIMINGS_JSON, RUN_LOG}
+    kept = {MEASUREMENT_ERRORS, FINGERPRINT_JSON, TIMINGS_JSON, RUN_LOG, "solve_seconds/<level>.csv"}
     assert confidential | kept == set(describe.CONFIDENTIAL_FILES)
     page = describe.render()
     public = [n.removeprefix("o/") for n in names if n.startswith("o/")]
