@@ -12,12 +12,10 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TextIO, cast
 
 from das.errors import InternalError, UserError
 from das.job.design import add_design_arguments, design_command
@@ -441,44 +439,9 @@ COMMANDS = {
 }
 
 
-def configure_logging(verbose: bool, quiet: bool = False) -> None:
-    """Progress lines on stderr (INFO); -v adds debug lines, -q keeps warnings and errors."""
-    logging.basicConfig(
-        stream=console_stderr(),
-        format="%(asctime)s %(message)s",
-        datefmt="%H:%M:%S",
-        level=logging.DEBUG if verbose else logging.WARNING if quiet else logging.INFO,
-    )
-    for noisy in ("py4j", "pyspark", "matplotlib"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
-    for handler in logging.getLogger().handlers:
-        handler.addFilter(_without_interrupts)
-
-
-def _without_interrupts(record: logging.LogRecord) -> bool:
-    """Leave out the tracebacks py4j logs when Ctrl-C interrupts a call into the JVM (the
-    interrupt, or an error raised while handling it): the command says in one line what
-    was interrupted (``interrupted``)."""
-    error = record.exc_info[1] if record.exc_info else None
-    while error is not None:
-        if isinstance(error, KeyboardInterrupt):
-            return False
-        error = error.__cause__ or error.__context__
-    return True
-
-
-def console_stderr() -> TextIO:
-    """Where progress lines and error messages go: this process's stderr, or under
-    spark-submit the JVM's (das.spark.session.JvmStderr), so that stdout holds only results
-    there too."""
-    if "PYSPARK_GATEWAY_PORT" in os.environ:
-        from das.spark.session import JvmStderr
-
-        return cast(TextIO, JvmStderr())
-    return sys.stderr
-
-
 def main(argv: Sequence[str] | None = None) -> int:
+    from das.job.console import configure_logging, console_stderr, interrupted, stop_spark
+
     args = parser().parse_args(argv)
     configure_logging(args.verbose, args.quiet)
     try:
@@ -490,35 +453,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"das: {_with_notes(exc)}", file=console_stderr())
         return 1
     except KeyboardInterrupt as exc:  # Ctrl-C: what stopped and what to do, no traceback
-        _stop_spark()
+        stop_spark()
         print(f"das: {interrupted(exc)}", file=console_stderr())
         return 130
     return 0
-
-
-def _stop_spark() -> None:
-    """Stop the session a command started, its jobs cancelled, without the errors its
-    tasks log as they are cut off (nothing of Spark is imported if it never started)."""
-    if "pyspark" not in sys.modules:
-        return
-    from pyspark import SparkContext
-
-    context = SparkContext._active_spark_context
-    if context is None:
-        return
-    try:
-        context.setLogLevel("OFF")
-        context.stop()
-    except Exception:  # the JVM is gone already: nothing left to stop
-        log.debug("Spark could not be stopped after Ctrl-C", exc_info=True)
-
-
-def interrupted(exc: KeyboardInterrupt) -> str:
-    """One line for Ctrl-C: the run's note names what it wrote (delete it, or --resume)."""
-    notes = getattr(exc, "__notes__", [])
-    if notes:
-        return f"interrupted (Ctrl-C); {notes[0]}"
-    return "interrupted (Ctrl-C) before anything was written; nothing to clean up"
 
 
 def _with_notes(exc: Exception) -> str:

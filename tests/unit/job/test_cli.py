@@ -499,7 +499,7 @@ def test_ctrl_c_ends_a_run_with_one_line_and_exit_130(world, monkeypatch, capsys
 def test_tracebacks_of_an_interrupted_jvm_call_are_left_out():
     """What py4j logs when Ctrl-C cuts a call into the JVM: the interrupt itself, or an
     error raised while handling it (a broken pipe); other errors are kept."""
-    from das.job.cli import _without_interrupts
+    from das.job.console import _without_interrupts
 
     def record(error: BaseException) -> logging.LogRecord:
         return logging.LogRecord("py4j", logging.ERROR, "x", 1, "m", None, (type(error), error, None))

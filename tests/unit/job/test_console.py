@@ -8,7 +8,7 @@ import sys
 
 from pyspark import SparkContext
 
-from das.job import cli
+from das.job import cli, console
 from das.spark.session import JvmStderr
 from tests.conftest import ROOT
 
@@ -40,7 +40,7 @@ def test_under_spark_submit_errors_go_to_the_jvms_stderr_not_stdout(monkeypatch,
     monkeypatch.setenv("PYSPARK_GATEWAY_PORT", "1")
     monkeypatch.setattr(SparkContext, "_ensure_initialized", classmethod(lambda cls: None))
     monkeypatch.setattr(SparkContext, "_jvm", jvm)
-    assert isinstance(cli.console_stderr(), JvmStderr)
+    assert isinstance(console.console_stderr(), JvmStderr)
     assert cli.main(["cluster", "up", "--worker-ports", "70a"]) == 2
     assert "".join(jvm.System.err.printed) == (
         "das: error: --worker-ports takes comma-separated port numbers, got '70a'\n"
@@ -50,7 +50,7 @@ def test_under_spark_submit_errors_go_to_the_jvms_stderr_not_stdout(monkeypatch,
 
 def test_progress_goes_to_stderr_when_run_directly(monkeypatch):
     monkeypatch.delenv("PYSPARK_GATEWAY_PORT", raising=False)
-    assert cli.console_stderr() is sys.stderr
+    assert console.console_stderr() is sys.stderr
 
 
 def test_the_readme_says_das_is_in_the_venv_before_its_first_command():
