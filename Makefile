@@ -52,6 +52,7 @@ run: install
 	$(BIN)/das fixture synthetic --persons $(PERSONS) --seed $(SEED) --out $(OUT)/input
 	rm -rf $(OUT)/run $(OUT)/run-confidential
 	$(BIN)/das run configs/demo.toml --input $(OUT)/input --output $(OUT)/run --seed $(SEED)
+	@echo "das is installed in $(VENV)/, not on your PATH: 'source $(VENV)/bin/activate' (or call $(BIN)/das) to run the README's commands"
 
 ## make test: lint and type check, then the whole test suite (unit, Spark system, cluster) in
 ## TEST_WORKERS processes (pytest-xdist), each test file whole in one of them: Spark's tiny

@@ -88,6 +88,19 @@ def confidential_dir(run: Path) -> Path:
     return run.parent / f"{run.name}-confidential"
 
 
+def timings(run: Path) -> dict[str, float]:
+    """Seconds per phase of a run: its confidential timings.json (das.job.private), or the
+    certificate of a run made before timings left it."""
+    kept = confidential_dir(run) / "timings.json"
+    if kept.exists():
+        phases: dict[str, float] = json.loads(kept.read_text())["phases_seconds"]
+        return phases
+    old: dict[str, float] = json.loads((run / "certificate.json").read_text()).get(
+        "timings_seconds", {}
+    )
+    return old
+
+
 def wall_file(run: Path) -> Path:
     """Where ``run_one`` keeps the wall seconds of a run it made in one go (the job's
     process, Spark's start included: more than the certificate's phases)."""
@@ -215,7 +228,7 @@ def load_runs(work: Path, seeds: Sequence[int]) -> Runs:
         if variant.name not in variants:
             continue
         certificate = json.loads((run / "certificate.json").read_text())
-        certificates[(variant.name, seed)] = certificate
+        certificates[(variant.name, seed)] = {**certificate, "timings_seconds": timings(run)}
         if wall_file(run).exists():
             walls[(variant.name, seed)] = json.loads(wall_file(run).read_text())["wall_s"]
         config = certificate["config"]

@@ -58,7 +58,14 @@ from bench.harness import (
 )
 from bench.memory import RssSampler
 from bench.national_estimate import unit_costs
-from bench.production_job import MASTER, PRODUCTION, SEED, solve_distribution, whole_job
+from bench.production_job import (
+    MASTER,
+    PRODUCTION,
+    SEED,
+    parent_seconds,
+    solve_distribution,
+    whole_job,
+)
 
 GIB = 1 << 30
 EMPTY_BLOCKS = "0.33"
@@ -196,9 +203,9 @@ def phase_usage(
 def level_detail(output: Path, level: str, parent_length: int) -> dict[str, Any]:
     """A level's geounits, its families' p99 and its largest family (on top of the
     median/p90/max/sum of ``bench_e2e.solve_distribution``)."""
-    frame = pd.read_parquet(output / "levels" / level, columns=["geocode", "solves", "seconds"])
+    frame = pd.read_parquet(output / "levels" / level, columns=["geocode"])
     detail: dict[str, Any] = {"geounits": len(frame), **solve_distribution(output, level)}
-    firsts = frame[frame["solves"] == 1]
+    firsts = parent_seconds(output, level)
     if firsts.empty:
         return detail
     seconds = firsts["seconds"].to_numpy()

@@ -7,6 +7,7 @@ the same job; each runs it in a fresh child process (``bench.harness.in_child``)
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 from typing import Any
@@ -26,10 +27,30 @@ OVERRIDES = (
 )
 
 
+def run_timings(output: Path) -> dict[str, Any]:
+    """The run's timings, which it keeps in its confidential directory (das.job.private)."""
+    from das.job.preflight import default_confidential
+    from das.job.private import TIMINGS_JSON
+
+    found: dict[str, Any] = json.loads(
+        (Path(default_confidential(str(output))) / TIMINGS_JSON).read_text()
+    )
+    return found
+
+
+def parent_seconds(output: Path, level: str) -> pd.DataFrame:
+    """Each parent's solve seconds at ``level`` (its first child's geocode, seconds), which
+    the run keeps in its confidential directory (das.postprocess.levels.solve_seconds_path)."""
+    from das.job.preflight import default_confidential
+    from das.postprocess.levels import solve_seconds_path
+
+    path = solve_seconds_path(default_confidential(str(output)), level)
+    return pd.read_csv(path, dtype={"geocode": str}, keep_default_na=False)
+
+
 def solve_distribution(output: Path, level: str) -> dict[str, float]:
-    """Per-parent solve seconds of one level, from its checkpoint (one row per parent has it)."""
-    frame = pd.read_parquet(output / "levels" / level, columns=["solves", "seconds"])
-    seconds = frame.loc[frame["solves"] == 1, "seconds"].to_numpy()
+    """Per-parent solve seconds of one level (``parent_seconds``)."""
+    seconds = parent_seconds(output, level)["seconds"].to_numpy()
     if not len(seconds):
         return {"parents": 0}
     return {
@@ -70,7 +91,8 @@ def whole_job(config_path: str, input_dir: str, output: Path) -> dict[str, Any]:
     wall = time.perf_counter() - start
     spark.stop()
     cert = result.certificate
-    phases = dict(cert.timings.seconds)
+    phases = dict(run_timings(output)["phases_seconds"])
+    phases.pop("validate", None)  # the rest of the wall time, the certificate's writing too
     phases["validate"] = wall - sum(phases.values())
     solve_wall = sum(s for name, s in phases.items() if name.startswith("solve "))
     solves = cert.postprocessing.solves

@@ -18,15 +18,15 @@ import time
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
+from bench.production_job import parent_seconds
 from das.input.read import read_histograms
 from das.postprocess.below import below_totals
-from das.postprocess.levels import SOLUTION_SCHEMA, checkpoint_path, children_frame, with_blue
+from das.postprocess.levels import CHECKPOINT_SCHEMA, checkpoint_path, children_frame, with_blue
 from das.postprocess.rows import family_rows
 from das.privacy.nmf import read_nmf
 from das.solve.plan import level_plan
@@ -38,8 +38,7 @@ from das.spec.geography import Level
 
 def costliest_parents(run: Path, level: str, parent_length: int, top: int) -> list[str]:
     """Geocodes of the ``top`` parents with the largest recorded solve time at ``level``."""
-    frame = pd.read_parquet(run / "levels" / level, columns=["geocode", "solves", "seconds"])
-    frame = frame[frame["solves"] == 1].sort_values("seconds", ascending=False)
+    frame = parent_seconds(run, level).sort_values("seconds", ascending=False)
     return [g[:parent_length] for g in frame["geocode"].head(top)]
 
 
@@ -67,7 +66,7 @@ def rebuild_families(
         .filter(F.col("parent").isin(codes))
         .toArrow()
     )
-    parents = spark.read.schema(SOLUTION_SCHEMA).parquet(
+    parents = spark.read.schema(CHECKPOINT_SCHEMA).parquet(
         checkpoint_path(str(run), parent_level.name)
     )
     rows = {r["geocode"]: r for r in parents.filter(F.col("geocode").isin(codes)).collect()}

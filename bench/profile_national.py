@@ -21,7 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.production_job import OVERRIDES, PRODUCTION, SEED
+from bench.production_job import OVERRIDES, PRODUCTION, SEED, run_timings
 
 PROFILER = ("spark.sql.pyspark.udf.profiler", "perf")
 
@@ -45,10 +45,10 @@ def profile(config_path: str, input_dir: str, output: Path, count: int) -> None:
     spark = spark_session(config.file.spark, "profile national", [PROFILER])
     driver = cProfile.Profile()
     start = time.perf_counter()
-    result = driver.runcall(run_job, config, input_dir, str(output), spark=spark)
+    driver.runcall(run_job, config, input_dir, str(output), spark=spark)
     wall = time.perf_counter() - start
     print(f"wall {wall:.1f} s; phases:")
-    for name, seconds in dict(result.certificate.timings.seconds).items():
+    for name, seconds in run_timings(output)["phases_seconds"].items():
         print(f"  {name:<24} {seconds:8.1f} s")
     print(f"\n== driver (own time)\n{top(pstats.Stats(driver), count, 'tottime')}")
     dumps = output.parent / "udf_profiles"

@@ -33,7 +33,7 @@ import numpy as np  # noqa: E402
 
 def capture(args: argparse.Namespace) -> None:
     from bench.profile_family import parent_level_of, rebuild_families
-    from das.postprocess.levels import SOLUTION_SCHEMA, checkpoint_path
+    from das.postprocess.levels import CHECKPOINT_SCHEMA, checkpoint_path
     from das.spark.session import spark_session
     from das.spec.config import load_config
 
@@ -43,7 +43,7 @@ def capture(args: argparse.Namespace) -> None:
     parents = checkpoint_path(str(run), parent_level_of(config, args.level).name)
     codes = sorted(
         r["geocode"]
-        for r in spark.read.schema(SOLUTION_SCHEMA).parquet(parents).select("geocode").collect()
+        for r in spark.read.schema(CHECKPOINT_SCHEMA).parquet(parents).select("geocode").collect()
     )
     rng = np.random.default_rng(args.seed)
     chosen = sorted(rng.choice(codes, size=min(args.families, len(codes)), replace=False))

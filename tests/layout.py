@@ -22,7 +22,7 @@ DAS = Path(__file__).resolve().parents[1] / "das"
 # ``errors`` is shared by all; ``fixtures`` build inputs (they follow the input contract);
 # ``job`` and ``cluster`` drive everything.
 STAGES: tuple[tuple[str, ...], ...] = (
-    ("errors",),
+    ("errors", "logs"),
     ("spec",),
     ("spark",),
     ("input",),

@@ -24,11 +24,12 @@ __all__ = ["rewrite_report", "run_info", "write_metrics"]
 def write_metrics(spark: SparkSession, table: pd.DataFrame, directory: str, config: Config) -> None:
     """metrics.csv, metrics.json and report.html, written through ``das.spark.storage``
     (any file system Spark can write to)."""
-    storage.mkdirs(spark, directory)
-    storage.write_text(spark, f"{directory}/metrics.csv", table.to_csv(index=False))
+    storage.mkdirs(spark, directory, private=True)
+    storage.write_text(spark, f"{directory}/metrics.csv", table.to_csv(index=False), True)
     records = json.dumps(table.to_dict(orient="records"), indent=1) + "\n"
-    storage.write_text(spark, f"{directory}/metrics.json", records)
-    storage.write_text(spark, f"{directory}/report.html", report_page(table, run_info(config)))
+    storage.write_text(spark, f"{directory}/metrics.json", records, True)
+    page = report_page(table, run_info(config))
+    storage.write_text(spark, f"{directory}/report.html", page, private=True)
 
 
 def rewrite_report(spark: SparkSession, directory: str, config: Config) -> None:
@@ -37,7 +38,8 @@ def rewrite_report(spark: SparkSession, directory: str, config: Config) -> None:
     table = pd.DataFrame(json.loads(storage.read_text(spark, f"{directory}/metrics.json")))
     path = f"{directory}/audit.json"
     audit = json.loads(storage.read_text(spark, path)) if storage.exists(spark, path) else None
-    storage.write_text(spark, f"{directory}/report.html", report_page(table, run_info(config), audit))
+    page = report_page(table, run_info(config), audit)
+    storage.write_text(spark, f"{directory}/report.html", page, private=True)
 
 
 def run_info(config: Config, written: datetime | None = None) -> RunInfo:

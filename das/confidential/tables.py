@@ -141,8 +141,9 @@ MEASUREMENT_ERRORS = "measurement_errors.csv"
 
 
 def write_measurement_errors(spark: SparkSession, sums: pd.DataFrame, directory: str) -> None:
-    storage.mkdirs(spark, directory)
-    storage.write_text(spark, f"{directory}/{MEASUREMENT_ERRORS}", sums.to_csv(index=False))
+    storage.mkdirs(spark, directory, private=True)
+    text = sums.to_csv(index=False)
+    storage.write_text(spark, f"{directory}/{MEASUREMENT_ERRORS}", text, private=True)
 
 
 def read_measurement_errors(spark: SparkSession, directory: str) -> pd.DataFrame | None:

@@ -23,12 +23,14 @@ from das.input.contract import PERSONS, UNIT_ONLY_COLUMNS, UNIT_TYPES, UNITS
 from das.input.geography import LevelCodes, level_codes, read_geography
 from das.input.recode import cell_index
 from das.input.tables import load_tables, typed
+from das.logs import confidential_logger
 from das.spark.geocodes import geocode_of
 from das.spec.config import Config
 from das.spec.geography import Level
 from das.spec.schema import Schema
 
 log = logging.getLogger("das.read")
+private = confidential_logger("read")
 
 
 @dataclass(frozen=True)
@@ -138,8 +140,8 @@ def read_histograms(
     else:
         log.info("read: every rule of the input contract holds (checked on the driver)")
         read = ((tables.persons_path, certified.persons), (tables.units_path, certified.units))
-    for path, count in read:
-        log.info("read: %s: %s rows", path, f"{count:,}")
+    for path, count in read:  # a function of the input: never on the console
+        private.info("read: %s: %s rows", path, f"{count:,}")
     geography = read_geography(
         spark, config, input_dir, tables.units, tables.units_path, checked=certified is not None
     )

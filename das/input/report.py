@@ -6,6 +6,7 @@ Shared by the check on Spark (``das.input.check``) and the checks made before Sp
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Protocol
 
@@ -41,4 +42,16 @@ class InputError(UserError):
                 f"{', '.join(rule.columns)}: expected {rule.allowed}"
             )
             lines.extend(f"      {s}" for s in samples)
+            if any(_SHORT_GEOID.search(s) for s in samples):
+                lines.append(f"      {SHORT_GEOID_HINT}")
         super().__init__("\n".join(lines))
+
+
+#: A GEOID of digits only, short of 15: what a number makes of a code with leading zeros.
+_SHORT_GEOID = re.compile(r"geoid='[0-9]{1,14}'")
+SHORT_GEOID_HINT = (
+    "fix: these GEOIDs are digits short of 15, as a GEOID stored as a number becomes (state "
+    "06 reads 6): store geoid as text, zero-padded to 15 digits (pandas: "
+    "df['geoid'] = df['geoid'].astype('int64').astype(str).str.zfill(15); in a CSV, keep the "
+    "leading zeros)"
+)

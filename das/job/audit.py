@@ -26,6 +26,7 @@ from das.confidential.report import rewrite_report
 from das.errors import UserError
 from das.job.files import Files, files_for
 from das.job.preflight import check_input_dir, default_confidential
+from das.job.private import read_timings
 from das.job.record import (
     FINGERPRINT_JSON,
     RUN_JSON,
@@ -122,18 +123,18 @@ def run_audit(
     summary["run"] = {"name": config.file.run.name, "rho": str(config.budget.rho)}
     summary["seconds"] = {
         "audit": round(time.perf_counter() - start, 3),
-        "job": _job_seconds(spark, paths.output),
+        "job": _job_seconds(spark, paths.confidential),
     }
-    storage.write_text(
-        spark, join(paths.confidential, AUDIT_JSON), json.dumps(summary, indent=1) + "\n"
-    )
+    text = json.dumps(summary, indent=1) + "\n"
+    storage.write_text(spark, join(paths.confidential, AUDIT_JSON), text, private=True)
     rewrite_report(spark, paths.confidential, config)
     return summary
 
 
-def _job_seconds(spark: SparkSession, output: str) -> float:
-    certificate = json.loads(storage.read_text(spark, join(output, CERTIFICATE_JSON)))
-    return round(sum(certificate.get("timings_seconds", {}).values()), 3)
+def _job_seconds(spark: SparkSession, confidential: str) -> float:
+    """The run's seconds, from the timings it kept in its confidential directory (0 if none)."""
+    timings = read_timings(spark, confidential) or {}
+    return round(sum(timings.get("phases_seconds", {}).values()), 3)
 
 
 def render_audit(summary: dict[str, Any], confidential: str) -> str:

@@ -144,6 +144,12 @@ def parser() -> argparse.ArgumentParser:
     validate = add_command(commands, "validate", "check a finished run's outputs against its input")
     validate.add_argument("--input", required=True, help="the run's input directory")
     validate.add_argument("--output", required=True, help="the run's output directory")
+    validate.add_argument(
+        "--confidential",
+        metavar="DIR",
+        help="the run's confidential directory (default: <output>-confidential): its "
+        "input fingerprint must match --input",
+    )
     add_conf_argument(validate)
 
     audit = add_command(commands, "audit", "reconstruction audit of a finished run (confidential)")
@@ -262,6 +268,7 @@ def add_cluster_arguments(commands: argparse._SubParsersAction[argparse.Argument
 
 
 def run_command(args: argparse.Namespace) -> None:
+    from das.job.lock import check_unlocked, run_lock
     from das.job.plan import check_plan, render_plan
     from das.job.preflight import run_paths
     from das.job.run import run_job
@@ -274,17 +281,19 @@ def run_command(args: argparse.Namespace) -> None:
     config = load_config(args.config, overrides=args.overrides, seed=args.seed)
     paths = run_paths(args.input, args.output, args.confidential)
     if args.dry_run:
+        check_unlocked(paths.output)
         check_plan(config, paths, args.resume)
         print(render_plan(config, paths))
         return
-    result = run_job(
-        config,
-        args.input,
-        args.output,
-        resume=args.resume,
-        confidential=args.confidential,
-        spark_conf=spark_conf,
-    )
+    with run_lock(paths.output):  # one run at a time per output
+        result = run_job(
+            config,
+            args.input,
+            args.output,
+            resume=args.resume,
+            confidential=args.confidential,
+            spark_conf=spark_conf,
+        )
     elapsed = time.perf_counter() - start
     summary = render_summary(
         config, result.certificate, result.geounits, paths, elapsed, result.geography
@@ -338,12 +347,13 @@ def check_fixture_out(out: str) -> None:
 def validate_command(args: argparse.Namespace) -> None:
     """Exit 0 and "valid"; exit 2 with the broken checks (a result, not a bug); 1 for a bug."""
     from das.confidential.validation import validate_run
+    from das.job.validate import check_validate_paths
     from das.output.validate import run_mode
     from das.spark.session import parse_spark_conf, spark_session
     from das.spec.config import SparkSection
 
     spark_conf = parse_spark_conf(args.conf)
-    check_validate_paths(args.input, args.output)
+    check_validate_paths(args.input, args.output, args.confidential)
     # run.json keeps no spark section (it is not part of a run's identity): defaults here
     spark = spark_session(SparkSection(), "das validate", spark_conf)
     problems = validate_run(spark, args.input, args.output)
@@ -353,27 +363,6 @@ def validate_command(args: argparse.Namespace) -> None:
             + "\n  ".join(problems)
         )
     print(f"{args.output}: valid; {run_mode(spark, args.output).label}")
-
-
-def check_validate_paths(input_dir: str, output: str) -> None:
-    """What can be checked of local paths before Spark starts: a run in ``output`` (its
-    run.json names the input tables) and an input directory."""
-    from das.job.files import LocalFiles, is_local
-    from das.job.preflight import check_input_dir
-    from das.job.record import RUN_JSON, join, read_json
-    from das.spec.config import build_config
-
-    files = LocalFiles()
-    if not is_local(output):
-        return
-    if files.kind(output) != "dir":
-        raise UserError(f"--output {output} is not a directory holding a das run")
-    marker = join(output, RUN_JSON)
-    if files.kind(marker) != "file":
-        raise UserError(f"{output} holds no das run (no run.json)")
-    if is_local(input_dir):
-        config = build_config(read_json(files, marker), marker)
-        check_input_dir(files, input_dir, config)
 
 
 def check_command(args: argparse.Namespace) -> None:
@@ -461,28 +450,23 @@ COMMANDS = {
 }
 
 
-def configure_logging(verbose: bool, quiet: bool = False) -> None:
-    """Progress lines on stderr (INFO); -v adds debug lines, -q keeps warnings and errors."""
-    logging.basicConfig(
-        format="%(asctime)s %(message)s",
-        datefmt="%H:%M:%S",
-        level=logging.DEBUG if verbose else logging.WARNING if quiet else logging.INFO,
-    )
-    for noisy in ("py4j", "pyspark", "matplotlib"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
+    from das.job.console import configure_logging, console_stderr, interrupted, stop_spark
+
     args = parser().parse_args(argv)
     configure_logging(args.verbose, args.quiet)
     try:
         COMMANDS[args.command](args)
     except UserError as exc:
-        print(f"das: error: {_with_notes(exc)}", file=sys.stderr)
+        print(f"das: error: {_with_notes(exc)}", file=console_stderr())
         return 2
     except InternalError as exc:
-        print(f"das: {_with_notes(exc)}", file=sys.stderr)
+        print(f"das: {_with_notes(exc)}", file=console_stderr())
         return 1
+    except KeyboardInterrupt as exc:  # Ctrl-C: what stopped and what to do, no traceback
+        stop_spark()
+        print(f"das: {interrupted(exc)}", file=console_stderr())
+        return 130
     return 0
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import tempfile
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -70,7 +71,13 @@ class LocalFiles:
         return None if up == path else up
 
     def writable(self, path: str) -> bool:
-        return os.access(path, os.W_OK | os.X_OK)
+        """By trying: ``os.access`` says yes to root everywhere, /proc and read-only
+        mounts included. A probe directory is made and removed at once."""
+        try:
+            os.rmdir(tempfile.mkdtemp(prefix=".das-probe-", dir=path))
+        except OSError:
+            return False
+        return True
 
     def absolute(self, path: str) -> str:
         return os.path.realpath(path)

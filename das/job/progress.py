@@ -120,16 +120,24 @@ class Progress:
                 target=self._watch, args=(name, total, counter, start, stop, unit), daemon=True
             )
             watcher.start()
+        ended = "interrupted"
         try:
             yield
+            ended = "done"
+        except KeyboardInterrupt:
+            raise
+        except BaseException:
+            ended = "failed"
+            raise
         finally:
             stop.set()
             if watcher is not None:
                 watcher.join()
             elapsed = time.perf_counter() - start
             self.timings[name] = self.timings.get(name, 0.0) + elapsed
-            log.info("%s: done in %s", name, clock(elapsed))
-            if name in self.plan:
+            # a phase that did not finish is never reported done, nor counted among those done
+            log.info("%s: %s %s %s", name, ended, "in" if ended == "done" else "after", clock(elapsed))
+            if name in self.plan and ended == "done":
                 self._overall(name)
 
     def _overall(self, name: str) -> None:

@@ -68,9 +68,9 @@ def write_record(
 ) -> None:
     """The fingerprint and the software first: a run killed in between leaves no run.json
     to resume."""
-    storage.mkdirs(spark, confidential)
+    storage.mkdirs(spark, confidential, private=True)
     text = json.dumps(fingerprint, indent=1, sort_keys=True)
-    storage.write_text(spark, join(confidential, FINGERPRINT_JSON), text)
+    storage.write_text(spark, join(confidential, FINGERPRINT_JSON), text, private=True)
     storage.mkdirs(spark, output)
     storage.write_text(spark, join(output, SOFTWARE_JSON), json.dumps(run_software(), indent=2))
     storage.write_text(spark, join(output, RUN_JSON), config_text(config))

@@ -42,6 +42,7 @@ from das.job.estimate import run_estimate, write_run_geography, write_run_invari
 from das.job.failure import cleaned_on_failure
 from das.job.plan import noise_source
 from das.job.preflight import Checked, RunPaths, check_run, run_paths
+from das.job.private import confidential_log, write_timings
 from das.job.progress import Progress, run_phases
 from das.job.record import write_record
 from das.output.certificate import (
@@ -125,7 +126,10 @@ def run_job(
     checked = checked or check_run(config, paths, resume, spark)  # URIs, through Spark
     if checked is None:
         raise InternalError("the run's paths were not checked")
-    with cleaned_on_failure(spark, paths, checked, resume):
+    with (
+        cleaned_on_failure(spark, paths, checked, resume),
+        confidential_log(spark, paths.confidential),
+    ):
         return _run(spark, config, paths, resume, checked)
 
 
@@ -153,7 +157,9 @@ def _run(
     answers = nmf  # what the families fit: with target "blue", the BLUE beside the NMF's rows
     if config.file.postprocess.target == "blue":
         answers = with_blue(nmf, spark, f"{output}/estimates")
-    run = LevelRun(spark, config, output, nmf, answers, facts, geounits, below, exchanged)
+    run = LevelRun(
+        spark, config, output, nmf, answers, facts, geounits, below, exchanged, confidential
+    )
     try:
         reports, protected = solve_levels(run, progress)
     finally:
@@ -171,13 +177,15 @@ def _run(
         table = run_errors(config, histograms, protected, measurement)
         write_metrics(spark, table, confidential, config)
     certificate = build_certificate(
-        config, noise_source=noise_source, records=records, levels=reports, timings=progress.timings
+        config, noise_source=noise_source, records=records, levels=reports
     )
     with phase(progress, "validate"):
         problems = validate_run(spark, input_dir, output, certificate.to_dict())
     if problems:
         raise InternalError("the written output fails validation:\n  " + "\n  ".join(problems))
     write_certificate(spark, certificate, output)  # only a valid run is certified
+    solves = {report.level: report.solve_seconds for report in reports}
+    write_timings(spark, confidential, progress.timings, solves)  # they grow with the input
     log.info(
         "done: protected microdata in %s/mdf, certificate in %s/certificate.md", output, output
     )

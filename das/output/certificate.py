@@ -7,9 +7,10 @@ implies; the protected unit, the neighbouring relation, and the invariants and s
 constraints held exact (``das.output.guarantee``); software versions; the MDF's record
 count (protected) and the input's only where the configuration holds that total
 invariant; solver and failsafe counts per level (post-processing of the noisy answers and
-invariants); phase timings (operational, not data values). Rows of the units table are
-left out: not invariant, minus the invariant counts they give the unoccupied
-group-quarters facilities. Built as typed sections; written as JSON for machines
+invariants). No timing: the time a phase takes grows with the confidential input, so a
+run keeps its timings in the confidential directory (``das.job.private``). Rows of the
+units table are left out: not invariant, minus the invariant counts they give the
+unoccupied group-quarters facilities. Built as typed sections; written as JSON for machines
 (``Certificate.to_json``) and Markdown for people (``render_markdown``), only once the
 run has passed validation.
 """
@@ -146,22 +147,11 @@ class Postprocessing:
         return {
             "solves": self.solves,
             "failsafes": self.failsafes,
-            "levels": [asdict(r) for r in self.levels],
+            # each level's solve seconds stay out: the confidential timings hold them
+            "levels": [
+                {k: v for k, v in asdict(r).items() if k != "solve_seconds"} for r in self.levels
+            ],
         }
-
-
-@dataclass(frozen=True)
-class Timings:
-    """Wall seconds of each phase of the run, to the millisecond, in the order they ran."""
-
-    seconds: tuple[tuple[str, float], ...]
-
-    @classmethod
-    def of(cls, timings: Mapping[str, float]) -> Timings:
-        return cls(tuple((name, round(s, 3)) for name, s in timings.items()))
-
-    def to_dict(self) -> dict[str, Any]:
-        return dict(self.seconds)
 
 
 @dataclass(frozen=True)
@@ -191,7 +181,6 @@ class Certificate:
     software: Software
     records: Records
     postprocessing: Postprocessing
-    timings: Timings
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -207,7 +196,6 @@ class Certificate:
             "software": self.software.to_dict(),
             "records": self.records.to_dict(),
             "postprocessing": self.postprocessing.to_dict(),
-            "timings_seconds": self.timings.to_dict(),
         }
 
     def to_json(self) -> str:
@@ -273,7 +261,6 @@ def build_certificate(
     noise_source: str,
     records: Records,
     levels: Sequence[LevelReport],
-    timings: Mapping[str, float],
 ) -> Certificate:
     return Certificate(
         run=config.file.run.name,
@@ -288,7 +275,6 @@ def build_certificate(
         software=versions(),
         records=records,
         postprocessing=Postprocessing(tuple(levels)),
-        timings=Timings.of(timings),
     )
 
 
@@ -322,10 +308,6 @@ def render_markdown(cert: Certificate) -> str:
         *[f"- {k}: {v:,}" for k, v in cert.records.to_dict().items()],
         "",
         *_postprocessing_lines(cert.postprocessing),
-        "",
-        "## Timings",
-        "",
-        *[f"- {k}: {v:.1f} s" for k, v in cert.timings.seconds],
         "",
         "## Software",
         "",
@@ -402,7 +384,7 @@ def _postprocessing_lines(post: Postprocessing) -> list[str]:
     for level in post.levels:
         lines.append(
             f"- {level.level}: {level.solves:,} solves, "
-            f"{len(level.failsafes)} failsafes, {level.solve_seconds:.1f} s solving, "
+            f"{len(level.failsafes)} failsafes, "
             f"roundings within {level.max_mip_gap:.1e} of optimal (relative L1 gap)"
             + (" (reused checkpoint)" if level.reused else "")
         )

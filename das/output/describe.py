@@ -14,9 +14,15 @@ import sys
 
 from das.estimate.write import ESTIMATES_SCHEMA, INVARIANTS_SCHEMA
 from das.output.microdata import GEOGRAPHY_COLUMNS, microdata_schema
-from das.postprocess.levels import SOLUTION_SCHEMA
+from das.postprocess.levels import CHECKPOINT_SCHEMA
 from das.privacy.nmf import NMF_SCHEMA
-from das.spark.marks import MODE_KEY, PUBLIC_PARQUET, TEST_WARNING, WARNING_KEY
+from das.spark.marks import (
+    MODE_KEY,
+    PUBLIC_PARQUET,
+    SPARK_SCHEMA_KEY,
+    TEST_WARNING,
+    WARNING_KEY,
+)
 from das.spec.markdown import markdown_table
 from das.spec.schema import Attribute, OutputColumn, Schema, load_schema, shipped_schemas
 
@@ -63,7 +69,6 @@ CHECKPOINT_COLUMNS = {
     "counts": "the protected count of each of those cells (positive)",
     "solves": "solves of the geounit's parent (on its first child only; 0 on the others)",
     "failsafe": "the failsafe used for the parent and why (null if none)",
-    "seconds": "seconds spent solving the parent",
     "mip_gap": "the largest relative gap of the parent's roundings to their proven bound",
 }
 
@@ -105,10 +110,8 @@ CERTIFICATE_FIELDS = {
     "postprocessing.levels[].level": "the level",
     "postprocessing.levels[].solves": "its parent problems solved",
     "postprocessing.levels[].failsafes": "its failsafe uses: (first child's geocode, reason)",
-    "postprocessing.levels[].solve_seconds": "seconds spent solving its parents",
     "postprocessing.levels[].max_mip_gap": "the largest relative gap of its roundings",
     "postprocessing.levels[].reused": "whether a resumed run reused its checkpoint",
-    "timings_seconds.<phase>": "wall seconds of each phase of the run, in order",
 }
 
 #: Certificate dictionaries whose keys are data (a level, a query...), by their path.
@@ -116,7 +119,6 @@ CERTIFICATE_KEYS = {
     "privacy.levels": "<level>",
     "privacy.levels.<level>.queries": "<query>",
     "software": "<package>",
-    "timings_seconds": "<phase>",
 }
 
 METRICS_COLUMNS = {
@@ -140,6 +142,11 @@ CONFIDENTIAL_FILES = {
     "drawn (a resumed run reports them without measuring again)",
     "input_fingerprint.json": "name, size and hash of every input file, which `--resume` "
     "must match",
+    "timings.json": "wall seconds of each phase (`phases_seconds`, in the order they ran) and "
+    "of each level's solves (`solve_seconds`): kept here, because they grow with the input",
+    "run.log": "the log lines that carry figures of the input (rows read), never printed",
+    "solve_seconds/<level>.csv": "each parent's solve seconds (`geocode` of its first child, "
+    "`seconds`): the public checkpoints leave them out",
 }
 
 _PUBLIC = (
@@ -187,8 +194,15 @@ def _intro() -> str:
         "the input, which are NOT public, under `--confidential` (by default "
         "`<output>-confidential`, never inside the output). Every Parquet file of "
         f"{parquet} says in its footer whether the run was a test (a fixed seed) or "
-        f"production: each column's metadata holds `{MODE_KEY}` = `test` or `production`, "
-        f'and in test mode `{WARNING_KEY}` = "{TEST_WARNING}".\n\n'
+        f"production: in Spark's schema entry (`{SPARK_SCHEMA_KEY}`, JSON, which Spark reads "
+        f"back as column metadata) each column's metadata holds `{MODE_KEY}` = `test` or "
+        f'`production`, and in test mode `{WARNING_KEY}` = "{TEST_WARNING}". The files of '
+        "`mdf/`, `nmf/` and `estimates/`, which the tasks write with pyarrow, also hold both "
+        "as key-value entries of the footer and as each field's metadata, where pyarrow and "
+        f'pandas show them (`pyarrow.parquet.read_schema(f).metadata[b"{MODE_KEY}"]`); those '
+        "of `levels/`, `invariants/`, `geography/` (and any file Spark writes where pyarrow "
+        "cannot open the output: Spark's writer takes no key-value entry of ours) only in "
+        "Spark's entry.\n\n"
         + markdown_table(("path", "content"), _PUBLIC)
     )
 
@@ -303,7 +317,7 @@ def _estimates() -> str:
 def _checkpoints() -> str:
     rows = [
         (f"`{field.name}`", field.dataType.simpleString(), CHECKPOINT_COLUMNS[field.name])
-        for field in SOLUTION_SCHEMA
+        for field in CHECKPOINT_SCHEMA
     ]
     return (
         "## Level checkpoints (`levels/<level>/`)\n\n"
@@ -332,7 +346,9 @@ def _confidential() -> str:
     return (
         "## The confidential directory (NOT public)\n\n"
         "Figures against the true counts: not differentially private, never to be "
-        "published.\n\n" + markdown_table(("file", "content"), files) + "\n\n"
+        "published. The directory is its owner's only (mode 0700, its files 0600, whatever "
+        "the umask; on object stores, see docs/cluster.md), and `das validate` warns when "
+        "others can read it.\n\n" + markdown_table(("file", "content"), files) + "\n\n"
         "The metrics' columns (a row per bin and each marginal, `all`):\n\n"
         + markdown_table(("column", "meaning"), columns)
     )

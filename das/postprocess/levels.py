@@ -13,15 +13,18 @@ the last finished level.
 
 from __future__ import annotations
 
+import io
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
+import pandas as pd
 import pyarrow as pa
-from pyspark import Accumulator
+from pyspark import Accumulator, StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 from pyspark.sql.pandas.types import from_arrow_schema
 
 from das.errors import UserError
@@ -34,13 +37,17 @@ from das.privacy.nmf import level_measurements
 from das.solve.plan import LevelPlan, level_plan
 from das.solve.target import ESTIMATE_SUFFIX, VARIANCE_SUFFIX, target_names
 from das.spark.marks import RunMode
-from das.spark.storage import exists
+from das.spark.storage import exists, mkdirs, read_text, write_text
 from das.spec.config import Config
 
 log = logging.getLogger("das.postprocess")
 
-#: The checkpoint rows (``SOLUTION_ARROW``) as Spark's schema.
+#: The solved rows (``SOLUTION_ARROW``) as Spark's schema.
 SOLUTION_SCHEMA = from_arrow_schema(SOLUTION_ARROW)
+#: The checkpoint's rows: the solved rows but each parent's solve seconds, which grow with
+#: the input (neighbouring inputs with the same noise must publish the same bytes); they go
+#: to the confidential directory instead (``solve_seconds_path``).
+CHECKPOINT_SCHEMA = T.StructType([f for f in SOLUTION_SCHEMA if f.name != "seconds"])
 
 
 @dataclass(frozen=True)
@@ -56,6 +63,8 @@ class LevelRun:
     geounits: Mapping[str, int]  # per level, as the NMF lists them
     below: Mapping[str, DataFrame] = field(default_factory=dict)  # das.postprocess.below
     exchanged: Exchanged | None = None  # the NMF's rows as the estimate left them
+    #: The confidential directory, where each parent's solve seconds go (never public).
+    timings: str | None = None
 
 
 def _names(plan: LevelPlan) -> list[str]:
@@ -232,19 +241,43 @@ def solve_and_checkpoint(
     level = config.geography.levels[index]
     path = checkpoint_path(run.output, level.name)
     reused = level_done(spark, run.output, level.name)
+    timings = None if run.timings is None else solve_seconds_path(run.timings, level.name)
     if not reused:
         solved = solve_root(run) if parents is None else solve_level(run, index, parents, counter)
-        RunMode.of(config.seed).mark(solved).write.mode("overwrite").parquet(path)
-    done = spark.read.schema(SOLUTION_SCHEMA).parquet(path)
-    return done, _report(done, level.name, reused)
+        solved = solved.persist(StorageLevel.MEMORY_AND_DISK)  # solved once, written twice
+        try:
+            mode = RunMode.of(config.seed)
+            mode.mark(solved.drop("seconds")).write.mode("overwrite").parquet(path)
+            if timings is not None:
+                seconds = solved.where(F.col("solves") > 0).select("geocode", "seconds")
+                text = seconds.orderBy("geocode").toPandas().to_csv(index=False)
+                mkdirs(spark, timings.rpartition("/")[0], private=True)
+                write_text(spark, timings, text, private=True)
+        finally:
+            solved.unpersist()
+    done = spark.read.schema(CHECKPOINT_SCHEMA).parquet(path)
+    return done, _report(done, level.name, reused, _seconds(spark, timings))
 
 
-def _report(done: DataFrame, level: str, reused: bool) -> LevelReport:
+def solve_seconds_path(confidential: str, level: str) -> str:
+    """Each parent's solve seconds at ``level`` (CSV: the geocode of its first child, the
+    seconds), in the confidential directory."""
+    return f"{confidential.rstrip('/')}/solve_seconds/{level}.csv"
+
+
+def _seconds(spark: SparkSession, timings: str | None) -> float:
+    """The level's solve seconds, summed over its parents (0 where none were kept)."""
+    if timings is None or not exists(spark, timings):
+        return 0.0
+    return float(pd.read_csv(io.StringIO(read_text(spark, timings)))["seconds"].sum())
+
+
+def _report(done: DataFrame, level: str, reused: bool, seconds: float = 0.0) -> LevelReport:
     """The level's figures for the certificate, from the per-parent facts of its checkpoint
-    in one pass (collect_list skips the nulls: parents without failsafe)."""
-    solves, seconds, mip_gap, failsafes = done.agg(
+    in one pass (collect_list skips the nulls: parents without failsafe); ``seconds``, the
+    level's solve time, goes only to the confidential timings."""
+    solves, mip_gap, failsafes = done.agg(
         F.sum("solves"),
-        F.sum("seconds"),
         F.max("mip_gap"),
         F.collect_list(F.when(F.col("failsafe").isNotNull(), F.struct("geocode", "failsafe"))),
     ).collect()[0]

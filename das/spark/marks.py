@@ -7,7 +7,10 @@ caller's own (its write support fixes the footer's entries), but it writes the
 DataFrame's schema, column metadata included, into every file's footer entry
 ``org.apache.spark.sql.parquet.row.metadata``. So every column carries ``das.mode`` (and,
 in test mode, ``das.warning``): one footer key-value entry of every file, read back by
-Spark as the columns' metadata and by any Parquet reader as JSON. Data pages are unchanged.
+Spark as the columns' metadata and by any Parquet reader as JSON. The files the tasks write
+with pyarrow (the MDF's, the NMF's, the estimates') carry the marks also as key-value
+entries of their own and as each field's metadata, which pyarrow and pandas show as such.
+Data pages are unchanged.
 """
 
 from __future__ import annotations
@@ -71,14 +74,17 @@ class RunMode:
     def arrow_schema(self, schema: T.StructType) -> pa.Schema:
         """``schema`` as Arrow, for a file written without Spark (``das.spark.task_files``):
         its footer gets the Spark schema entry, marks included, that Spark's writer would
-        give a frame of ``schema`` after ``mark``."""
+        give a frame of ``schema`` after ``mark``; and, for pyarrow and pandas readers, the
+        marks as the file's own key-value entries and as each field's metadata."""
         marked = T.StructType(
             [
                 T.StructField(f.name, f.dataType, f.nullable, {**f.metadata, **self.metadata})
                 for f in schema
             ]
         )
-        return to_arrow_schema(schema).with_metadata({SPARK_SCHEMA_KEY: marked.json()})
+        arrow = to_arrow_schema(schema)
+        fields = [field.with_metadata(self.metadata) for field in arrow]
+        return pa.schema(fields, metadata={SPARK_SCHEMA_KEY: marked.json(), **self.metadata})
 
     def mark(self, frame: DataFrame) -> DataFrame:
         """``frame`` with the mode on every column: a projection, the rows are untouched."""

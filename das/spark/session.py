@@ -8,9 +8,15 @@ section and this module's own, so they win.
 
 from __future__ import annotations
 
+import atexit
+import io
 import logging
 import os
+import shutil
+import signal
 import sys
+import tempfile
+import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from importlib import resources
@@ -60,7 +66,8 @@ def spark_session(
 ) -> SparkSession:
     """Get (or create) the session with this job's settings applied, then ``conf``'s."""
     builder = SparkSession.builder.appName(app_name)
-    if not _launched_by_spark_submit():
+    embedded = not _launched_by_spark_submit()
+    if embedded:
         # Local executors must run the driver's interpreter: numpy/scipy come from it. Under
         # spark-submit the executors' Python is the cluster's choice (spark.pyspark.python,
         # PYSPARK_PYTHON): this driver's path may not exist on the executors' machines.
@@ -72,6 +79,8 @@ def spark_session(
             .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{log4j}")
             .config("spark.driver.memory", settings.driver_memory)
         )
+        if not _local_dir_chosen(conf):
+            builder = builder.config(LOCAL_DIR, private_scratch())
     builder = (
         builder.config("spark.sql.shuffle.partitions", str(settings.shuffle_partitions))
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
@@ -89,6 +98,11 @@ def spark_session(
     for key, value in conf:
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
+    if embedded and threading.current_thread() is threading.main_thread():
+        # PySpark's own Ctrl-C handler cancels the jobs through the gateway connection it
+        # has just interrupted (py4j then prints tracebacks of a reentrant call): a plain
+        # KeyboardInterrupt instead, and the command stops Spark (das.job.cli).
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     spark.conf.set("spark.sql.shuffle.partitions", str(settings.shuffle_partitions))
     spark.conf.set(COALESCE, "false")
     for key, value in conf:  # a session that already existed keeps its static settings
@@ -101,6 +115,45 @@ def spark_session(
         settings.shuffle_partitions,
     )
     return spark
+
+
+#: Where Spark keeps its shuffle files and blocks spilled to disk: rows of the confidential
+#: input while the histograms are built. Made private for each session (``private_scratch``)
+#: unless the user chose a place (``--conf spark.local.dir=...`` or ``SPARK_LOCAL_DIRS``).
+LOCAL_DIR = "spark.local.dir"
+
+
+def _local_dir_chosen(conf: Sequence[SparkSetting]) -> bool:
+    return "SPARK_LOCAL_DIRS" in os.environ or any(key == LOCAL_DIR for key, _ in conf)
+
+
+def private_scratch() -> str:
+    """A new directory only its owner can enter (0700, whatever the umask), removed when
+    this process exits: Spark writes its shuffle files 0644, so the directory above them
+    is what keeps them from other users."""
+    path = tempfile.mkdtemp(prefix="das-spark-")
+    atexit.register(shutil.rmtree, path, ignore_errors=True)
+    return path
+
+
+class JvmStderr(io.TextIOBase):
+    """The stderr of the JVM that spark-submit started. Its launcher runs the Python driver
+    with stderr merged into stdout and copies both to the JVM's stdout, so progress and
+    errors meant for stderr are handed to the JVM's own stderr instead (through the gateway
+    spark-submit opened; the driver's stderr if it is gone)."""
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        try:
+            SparkContext._ensure_initialized()
+            err = SparkContext._jvm.System.err  # type: ignore[union-attr]
+            err.print(text)
+            err.flush()
+        except Exception:  # the gateway is closed (the JVM is exiting): say it anyway
+            sys.stderr.write(text)
+        return len(text)
 
 
 def _launched_by_spark_submit() -> bool:

@@ -9,11 +9,13 @@ system of the Hadoop configuration, relative to the driver's working directory).
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
-from urllib.parse import urlparse
+from urllib.parse import unquote, urlparse
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -130,8 +132,9 @@ def list_names(spark: SparkSession, uri: str) -> list[str]:
     return sorted(str(s.getPath().getName()) for s in place.fs.listStatus(place.path))
 
 
-def mkdirs(spark: SparkSession, uri: str) -> None:
-    """Create ``uri`` and its parents; a path the file system refuses is the user's error."""
+def mkdirs(spark: SparkSession, uri: str, private: bool = False) -> None:
+    """Create ``uri`` and its parents; a path the file system refuses is the user's error.
+    ``private``: ``uri`` itself (found or made) is its owner's only (``PRIVATE_DIR``)."""
     place = locate(spark, uri)
     try:
         made = place.fs.mkdirs(place.path)
@@ -139,6 +142,30 @@ def mkdirs(spark: SparkSession, uri: str) -> None:
         raise UserError(f"cannot create directory {uri}: {exc.java_exception.toString()}") from None
     if not made:
         raise UserError(f"cannot create directory {uri}: the file system refused it")
+    if private:
+        set_mode(place, PRIVATE_DIR)
+
+
+#: The modes of the confidential directory and of its files, whatever the umask: only the
+#: owner reads them (object stores keep no modes: docs/cluster.md says what to set there).
+PRIVATE_DIR = 0o700
+PRIVATE_FILE = 0o600
+
+
+def set_mode(place: Location, mode: int) -> None:
+    """Give ``place`` exactly ``mode``. On the local disk through ``os.chmod`` (with the
+    checksum file Hadoop's local file system keeps beside it); elsewhere Hadoop's
+    permissions, which a file system without them (S3, GCS) ignores."""
+    uri = urlparse(place.uri)
+    if uri.scheme == "file":
+        path = Path(unquote(uri.path))
+        os.chmod(path, mode)
+        checksum = path.with_name(f".{path.name}.crc")
+        if path.is_file() and checksum.is_file():
+            os.chmod(checksum, mode)
+        return
+    permission = place.jvm.org.apache.hadoop.fs.permission.FsPermission(f"{mode:o}")
+    place.fs.setPermission(place.path, permission)
 
 
 def delete(spark: SparkSession, uri: str) -> None:
@@ -157,13 +184,14 @@ def read_text(spark: SparkSession, uri: str) -> str:
     return bytes(data).decode("utf-8")
 
 
-def write_text(spark: SparkSession, uri: str, text: str) -> None:
+def write_text(spark: SparkSession, uri: str, text: str, private: bool = False) -> None:
     """Write ``text`` (UTF-8) to ``uri`` whole or not at all (see ``write_bytes``)."""
-    write_bytes(spark, uri, text.encode("utf-8"))
+    write_bytes(spark, uri, text.encode("utf-8"), private)
 
 
-def write_bytes(spark: SparkSession, uri: str, data: bytes) -> None:
-    """Write ``data`` to ``uri`` whole or not at all: a temporary file, then a rename.
+def write_bytes(spark: SparkSession, uri: str, data: bytes, private: bool = False) -> None:
+    """Write ``data`` to ``uri`` whole or not at all: a temporary file, then a rename;
+    ``private``: readable by its owner only (``PRIVATE_FILE``), set before the rename.
 
     A killed driver leaves at worst a hidden ``._*.tmp`` file, never a half-written one
     that a resumed run or the validator would read. (On object stores the rename is a
@@ -178,6 +206,8 @@ def write_bytes(spark: SparkSession, uri: str, data: bytes) -> None:
         stream.write(bytearray(data))
     finally:
         stream.close()
+    if private:
+        set_mode(Location(place.fs, tmp, place.jvm), PRIVATE_FILE)
     if place.fs.exists(place.path):
         place.fs.delete(place.path, False)
     if not place.fs.rename(tmp, place.path):

@@ -8,6 +8,8 @@ and what was expected. Any key can be overridden from the command line with
 
 from __future__ import annotations
 
+import math
+import re
 import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -143,15 +145,14 @@ def load_config(path: str | Path, overrides: Sequence[str] = (), seed: int | Non
         raw = tomllib.loads(path.read_text(encoding="utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise UserError(f"{path}: not valid TOML: {exc}") from exc
-    for item in overrides:
-        apply_override(raw, item)
+    applied = {apply_override(raw, item): item for item in overrides}
     if seed is not None:
         raw.setdefault("run", {})["seed"] = seed
-    return build_config(raw, str(path))
+    return build_config(raw, str(path), applied)
 
 
-def apply_override(raw: dict[str, Any], item: str) -> None:
-    """Apply one ``--set a.b.c=value`` to the raw mapping, in place."""
+def apply_override(raw: dict[str, Any], item: str) -> str:
+    """Apply one ``--set a.b.c=value`` to the raw mapping, in place; return its key."""
     key, sep, text = item.partition("=")
     if not sep or not key.strip():
         raise UserError(f"--set {item!r}: expected key=value, e.g. --set budget.rho=1/2")
@@ -160,6 +161,8 @@ def apply_override(raw: dict[str, Any], item: str) -> None:
         value = tomllib.loads(f"v = {text}")["v"]
     except tomllib.TOMLDecodeError:
         value = text
+    if isinstance(value, float) and not math.isfinite(value) and "e" in text.lower():
+        value = text.strip()  # 1e400 overflows TOML's float: its text is an exact number
     node = raw
     for part in parts[:-1]:
         child = node.setdefault(part, {})
@@ -167,31 +170,58 @@ def apply_override(raw: dict[str, Any], item: str) -> None:
             raise UserError(f"--set {item!r}: {part!r} is a value, not a section")
         node = child
     node[parts[-1]] = value
+    return ".".join(parts)
 
 
-def build_config(raw: Mapping[str, Any], origin: str) -> Config:
+def build_config(
+    raw: Mapping[str, Any], origin: str, overrides: Mapping[str, str] | None = None
+) -> Config:
+    """The typed configuration of ``raw``, read from ``origin``; ``overrides`` maps each key
+    that ``--set`` gave to its argument, so that an error the flag caused names the flag."""
+    overrides = overrides or {}
     try:
         file = ConfigFile.model_validate(raw)
     except ValidationError as exc:
-        raise UserError(_describe(exc, origin)) from None
+        raise UserError(_describe(exc, origin, overrides)) from None
     try:
         return _derive(file, origin)
     except UserError as exc:
-        raise UserError(f"{origin}: {exc}") from None
+        mentioned = [item for key, item in overrides.items() if _names(key, str(exc))]
+        given = " ".join(f"--set {item}" for item in overrides.values())
+        source = f"--set {mentioned[0]}" if mentioned else f"{origin} {given}".strip()
+        raise UserError(f"{source}: {exc}") from None
 
 
-def _describe(exc: ValidationError, origin: str) -> str:
-    lines = [f"{origin}: invalid configuration"]
+def _names(key: str, message: str) -> bool:
+    """Whether ``message`` names ``key`` or a section holding it (budget.geolevels for
+    budget.geolevels.us: the sum of its shares), as a whole dotted name."""
+    parts = key.split(".")
+    prefixes = [".".join(parts[:n]) for n in range(len(parts), 1, -1)] or [key]
+    return any(re.search(_whole(prefix), message) for prefix in prefixes)
+
+
+def _whole(key: str) -> str:
+    """A pattern of ``key`` as a whole dotted name (budget.rho, not budget.rho_x)."""
+    return rf"(?<![\w.]){re.escape(key)}(?![\w])"
+
+
+def _describe(exc: ValidationError, origin: str, overrides: Mapping[str, str]) -> str:
+    lines, from_file = [], False
     for err in exc.errors():
         key = ".".join(str(p) for p in err["loc"]) or "(top level)"
+        item = next((i for k, i in overrides.items() if re.match(_whole(k), key)), None)
+        from_file = from_file or item is None
+        where = key if item is None else f"--set {item}"
         if err["type"] == "extra_forbidden":
-            lines.append(f"  {key}: unknown key")
+            lines.append(f"  {where}: unknown key")
         elif err["type"] == "missing":
-            lines.append(f"  {key}: required key is missing")
+            lines.append(f"  {where}: required key is missing")
         else:
             message = err["msg"].removeprefix("Value error, ")
-            lines.append(f"  {key}: {message} (got {err.get('input')!r})")
-    return "\n".join(lines)
+            got = "" if "got " in message else f" (got {err.get('input')!r})"
+            lines.append(f"  {where}: {message}{got}")
+    header = f"{origin}: invalid configuration" if from_file else "invalid configuration"
+    return "\n".join([header, *lines])
 
 
 def _derive(file: ConfigFile, origin: str) -> Config:

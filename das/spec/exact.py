@@ -30,7 +30,10 @@ def parse_fraction(value: object) -> Fraction:
     if isinstance(value, float):
         text = repr(value)
         if not _DECIMAL.match(text):
-            raise ValueError(f"expected a finite number, got {value}")
+            raise ValueError(
+                f"expected a finite number, got {value} (an unquoted number beyond a float's "
+                "range reads as inf: no budget is that large)"
+            )
         return Fraction(text)
     if isinstance(value, str):
         text = value.strip()
@@ -38,7 +41,7 @@ def parse_fraction(value: object) -> Fraction:
             _, _, denominator = text.partition("/")
             if denominator and int(denominator) == 0:
                 raise ValueError(f"expected a fraction with a nonzero denominator, got {value!r}")
-            return Fraction(text.replace(" ", ""))
+            return _in_range(Fraction(text.replace(" ", "")), value)
         raise ValueError(f'expected an exact number like "2.556" or "293764/114921", got {value!r}')
     raise ValueError(
         f"expected a number or a fraction string, got {type(value).__name__} {value!r}"
@@ -48,3 +51,12 @@ def parse_fraction(value: object) -> Fraction:
 def format_fraction(value: Fraction) -> str:
     """The exact text form, "n/d" (or "n" for integers), that parse_fraction reads back."""
     return str(value)
+
+
+def _in_range(exact: Fraction, value: str) -> Fraction:
+    """``exact`` if a float can show it (budgets are printed and converted as floats)."""
+    try:
+        float(exact)
+    except OverflowError:
+        raise ValueError(f"expected a number below 1.8e308, got {value!r}") from None
+    return exact

@@ -68,8 +68,8 @@ def test_the_job_writes_marked_estimates_of_every_measured_query(spark, finished
     for row in exact.itertuples():
         assert list(row.variances) == [0.0]
         assert row.estimates[0] == pytest.approx(exact_totals[(row.level, row.geocode)][0])
-    certificate = json.loads((output / "certificate.json").read_text())
-    assert "estimate" in certificate["timings_seconds"]
+    timings = json.loads((output.parent / f"{output.name}-confidential/timings.json").read_text())
+    assert "estimate" in timings["phases_seconds"]
 
 
 def test_the_estimates_impose_each_blocks_known_zeros(finished):

@@ -8,6 +8,7 @@ import struct
 from pathlib import Path
 
 import pandas as pd
+import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import functions as F
 
@@ -89,6 +90,10 @@ def test_a_seeded_run_marks_every_public_file_and_is_certified_only_once_valid(
             assert footer_modes(footer(spark, path)) == {"test"}, path
     fields = json.loads(footer(spark, seen["files"]["mdf"][0])[SPARK_SCHEMA_KEY])["fields"]
     assert {f["metadata"]["das.warning"] for f in fields} == {TEST_WARNING}
+    for part in ("mdf", "nmf", "estimates"):  # the files pyarrow writes: pyarrow sees the mark
+        arrow = pq.read_schema(seen["files"][part][0].removeprefix("file:"))
+        assert arrow.metadata[b"das.mode"] == b"test", part
+        assert {f.metadata[b"das.mode"] for f in arrow} == {b"test"}, part
 
     monkeypatch.undo()  # the same run, resumed: validated, then certified
     run_job(config, input_dir, str(output), resume=True, spark=spark)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import stat
 from pathlib import Path
 
 import pytest
@@ -50,3 +52,21 @@ def test_empty_directory_checks(spark, tmp_path):
 def test_an_unknown_file_system_is_a_clear_user_error(spark):
     with pytest.raises(UserError, match="nosuchfs://bucket/x"):
         storage.exists(spark, "nosuchfs://bucket/x")
+
+
+def test_private_directories_and_files_are_their_owners_only_whatever_the_umask(spark, tmp_path):
+    secret = tmp_path / "run-confidential"
+    secret.mkdir(mode=0o777)
+    before = os.umask(0)  # the most permissive umask: Hadoop would create 0777 / 0666
+    try:
+        storage.mkdirs(spark, str(secret), private=True)  # found, not made: its mode is set
+        storage.write_text(spark, f"{secret}/metrics.csv", "a\n", private=True)
+        storage.write_text(spark, f"{secret}/metrics.csv", "b\n", private=True)  # replaced
+        storage.mkdirs(spark, f"{tmp_path}/new", private=True)
+    finally:
+        os.umask(before)
+    assert stat.S_IMODE(secret.stat().st_mode) == 0o700
+    assert stat.S_IMODE((tmp_path / "new").stat().st_mode) == 0o700
+    files = {p.name: stat.S_IMODE(p.stat().st_mode) for p in secret.iterdir()}
+    assert files == {"metrics.csv": 0o600, ".metrics.csv.crc": 0o600}
+    assert (secret / "metrics.csv").read_text() == "b\n"

@@ -59,16 +59,19 @@ def test_phase_usage_differences_cpu_and_takes_peaks_inside_the_span() -> None:
 
 
 def test_level_detail_finds_the_largest_family(tmp_path: Path) -> None:
-    level = tmp_path / "levels" / "tract"
+    """The checkpoint's geounits; each parent's seconds from the confidential directory."""
+    output = tmp_path / "run"
+    level = output / "levels" / "tract"
     level.mkdir(parents=True)
-    pd.DataFrame(
-        {
-            "geocode": ["99001000100", "99001000200", "99003000100", "99003000200", "99003000300"],
-            "solves": [1, 0, 1, 0, 0],
-            "seconds": [0.5, 0.0, 2.0, 0.0, 0.0],
-        }
-    ).to_parquet(level / "part-0.parquet")
-    detail = level_detail(tmp_path, "tract", 5)
+    geocodes = ["99001000100", "99001000200", "99003000100", "99003000200", "99003000300"]
+    pd.DataFrame({"geocode": geocodes, "solves": [1, 0, 1, 0, 0]}).to_parquet(
+        level / "part-0.parquet"
+    )
+    (tmp_path / "run-confidential" / "solve_seconds").mkdir(parents=True)
+    pd.DataFrame({"geocode": ["99001000100", "99003000100"], "seconds": [0.5, 2.0]}).to_csv(
+        tmp_path / "run-confidential" / "solve_seconds" / "tract.csv", index=False
+    )
+    detail = level_detail(output, "tract", 5)
     assert detail["geounits"] == 5 and detail["parents"] == 2
     assert detail["largest_parent"] == "99003" and detail["largest_children"] == 3
     assert detail["max_s"] == 2.0 and detail["p99_s"] == pytest.approx(0.5 + 0.99 * 1.5)

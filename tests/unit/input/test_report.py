@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from das.input import check, contract
 from das.input.contract import PERSONS
-from das.input.report import InputError
+from das.input.report import SHORT_GEOID_HINT, InputError
 from das.spec.schema import load_schema
 
 
@@ -34,3 +34,14 @@ def test_a_rule_of_several_columns_names_them_all():
 
 def test_the_check_raises_the_shared_error():
     assert check.InputError is InputError
+
+
+def test_a_geoid_that_lost_its_leading_zero_is_refused_with_the_fix():
+    rules = {r.name: r for r in contract.table_rules(load_schema("pl94_persons"), PERSONS)}
+    geoid = rules["geoid-format"]
+    short = "persons.parquet: person_id=1, geoid='60010001001000'"  # state 06 stored as int
+    error = InputError([(geoid, 49, [short])])
+    assert str(error).endswith(f"      {short}\n      {SHORT_GEOID_HINT}")
+    assert "zero-padded to 15 digits" in SHORT_GEOID_HINT
+    letters = InputError([(geoid, 1, ["persons.parquet: person_id=1, geoid='44a'"])])
+    assert SHORT_GEOID_HINT not in str(letters)  # not a number's doing: no such hint

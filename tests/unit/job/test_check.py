@@ -61,7 +61,7 @@ CASES = [
     _case("check, config missing", _check("{t}/empty", config="{t}/nope.toml"),
           r"das: error: config file .*/nope.toml does not exist$"),
     _case("check, bad --set", _check("{t}/empty", "--set", "input.format=orc"),
-          r"das: error: .*/demo.toml: invalid configuration\n  input.format: "),
+          r"das: error: invalid configuration\n  --set input.format=orc: "),
     _case("check, bad --conf", _check("{t}/empty", "--conf", "spark.ui.enabled"),
           r"das: error: --conf 'spark.ui.enabled': expected key=value"),
     _case("check, input missing", _check("{t}/none"),

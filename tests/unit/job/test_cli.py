@@ -10,14 +10,18 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import logging
+import os
 import re
 import shutil
+import socket
 from importlib import metadata
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 from _pytest.mark import ParameterSet
+from pyspark import SparkContext
 
 from das.errors import InternalError, UserError
 from das.job import run
@@ -89,6 +93,8 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (tmp_path / "no_units").mkdir()
     shutil.copy(tmp_path / "in" / "persons.parquet", tmp_path / "no_units")
     write_input(tmp_path / "other", *tiny_input(seed=1))
+    busy = {"pid": os.getpid(), "host": socket.gethostname(), "started": "2026-12-04T22:00:00+00:00"}
+    (tmp_path / "busy.lock").write_text(json.dumps(busy))  # a live run writes {t}/busy
     (tmp_path / "in2").mkdir()
     (tmp_path / "in2" / "persons.parquet").mkdir()
     (tmp_path / "in2" / "persons.parquet" / "_SUCCESS").write_text("")
@@ -153,7 +159,21 @@ CASES = [
     _case("config not UTF-8", _run(config="{t}/latin1.toml"),
           r"das: error: .*/latin1.toml: not valid TOML: 'utf-8' codec can't decode byte 0xe9"),
     _case("unknown config key", _run("--set", "budget.rhoo=1"),
-          r"das: error: .*/demo.toml: invalid configuration\n  budget.rhoo: unknown key"),
+          r"das: error: invalid configuration\n  --set budget.rhoo=1: unknown key$"),
+    _case("--set, zero denominator", _run("--set", "budget.rho=1/0"),
+          r"das: error: invalid configuration\n  --set budget.rho=1/0: expected a fraction "
+          r"with a nonzero denominator, got '1/0'$"),
+    _case("--set, beyond a float", _run("--set", "budget.rho=1e400"),
+          r"das: error: invalid configuration\n  --set budget.rho=1e400: expected a number "
+          r"below 1.8e308, got '1e400'$"),
+    _case("--set, not an integer", _run("--set", "spark.shuffle_partitions=x"),
+          r"das: error: invalid configuration\n  --set spark.shuffle_partitions=x: Input "
+          r"should be a valid integer \(got 'x'\)$"),
+    _case("--set, a share that breaks its section's sum", _run("--set", "budget.geolevels.us=1"),
+          r"das: error: --set budget.geolevels.us=1: budget.geolevels: shares must sum to "
+          r"exactly 1"),
+    _case("--set, a negative budget", _run("--set", "budget.rho=-1"),
+          r"das: error: --set budget.rho=-1: budget.rho must be positive, got -1$"),
     _case("--set without =", _run("--set", "budget.rho"),
           r"das: error: --set 'budget.rho': expected key=value"),
     _case("seed in production", _run(config=PRODUCTION),
@@ -177,6 +197,13 @@ CASES = [
     _case("output not empty", _run(output="{t}/full"),
           r"das: error: output directory .*/full exists and is not empty; choose a new one, "
           r"or pass --resume"),
+    # one run at a time per output
+    _case("output a live run is writing", _run(output="{t}/busy"),
+          r"das: error: --output .*/busy is being written by another das run \(pid \d+ on .*, "
+          r"started 2026-12-04T22:00:00\+00:00\); wait for it to end or choose another "
+          r"--output \(if no das run is writing it, delete .*/busy.lock\)$"),
+    _case("dry run, output a live run is writing", _run("--dry-run", output="{t}/busy"),
+          r"das: error: --output .*/busy is being written by another das run"),
     # a dry run refuses what a run refuses before Spark
     _case("dry run, output not empty", _run("--dry-run", output="{t}/full"),
           r"das: error: output directory .*/full exists and is not empty; choose a new one"),
@@ -188,6 +215,12 @@ CASES = [
           r"das: error: .*/demo.toml: postprocess.solver: unknown solver 'gurobi'; allowed: "),
     _case("output is a file", _run(output="{t}/file"),
           r"das: error: --output .*/file is a file; expected a new directory$"),
+    _case("output where nothing can be made", _run(output="/proc/das_out"),
+          r"das: error: --output /proc/das_out cannot be created: /proc is not writable$"),
+    _case("dry run, output where nothing can be made", _run("--dry-run", output="/proc/das_out"),
+          r"das: error: --output /proc/das_out cannot be created: /proc is not writable$"),
+    _case("confidential where nothing can be made", _run("--confidential", "/proc/das_c"),
+          r"das: error: --confidential /proc/das_c cannot be created: /proc is not writable$"),
     _case("output under a file", _run(output="{t}/file/run"),
           r"das: error: --output .*/file/run cannot be created: .*/file is a file, not a "
           r"directory$"),
@@ -225,6 +258,10 @@ CASES = [
           r"das: error: .*/empty holds no das run \(no run.json\)$"),
     _case("validate, input missing", ["validate", "--input", "{t}/none", "--output", "{t}/run"],
           r"das: error: --input .*/none does not exist"),
+    _case("validate, another input", ["validate", "--input", "{t}/other", "--output", "{t}/run"],
+          r"das: error: --input .*/other is not the input the run in .*/run was made from "
+          r"\(changed: persons.parquet, units.parquet, by the fingerprint in "
+          r".*/run-confidential/input_fingerprint.json\); validate a run against its own input$"),
     # fixtures
     _case("fixture onto a file", _fixture("--out", "{t}/file"),
           r"das: error: --out .*/file is a file; expected a directory \(created if missing\)$"),
@@ -422,9 +459,7 @@ def test_a_run_ends_with_its_summary(world, monkeypatch, capsys):
     from das.output.certificate import Records, build_certificate
 
     config = load_config(DEMO, seed=1)
-    certificate = build_certificate(
-        config, noise_source="seed", records=Records(7), levels=[], timings={}
-    )
+    certificate = build_certificate(config, noise_source="seed", records=Records(7), levels=[])
     geounits = {name: 1 for name in config.geography.names}
     result = run.RunResult(f"{world}/new", certificate, geounits)
     monkeypatch.setattr(run, "run_job", lambda *args, **kwargs: result)
@@ -433,3 +468,49 @@ def test_a_run_ends_with_its_summary(world, monkeypatch, capsys):
     assert re.match(r"das run demo: done in \d+s; TEST MODE", lines[0])
     assert lines[1] == "  persons:   7 in the protected microdata"
     assert lines[-3].endswith(f"{world}/new-confidential/report.html  (confidential: never publish)")
+
+
+@pytest.mark.parametrize(
+    ("note", "line"),
+    [
+        ("das wrote to /o before it stopped: delete it before running again, or run the same "
+         "command with --resume to continue from the last checkpoint",
+         "das: interrupted (Ctrl-C); das wrote to /o before it stopped: delete it before "
+         "running again, or run the same command with --resume to continue from the last "
+         "checkpoint\n"),
+        (None, "das: interrupted (Ctrl-C) before anything was written; nothing to clean up\n"),
+    ],
+)  # fmt: skip
+def test_ctrl_c_ends_a_run_with_one_line_and_exit_130(world, monkeypatch, capsys, note, line):
+    def stopped(*args: object, **kwargs: object) -> None:
+        error = KeyboardInterrupt()
+        if note:
+            error.add_note(note)
+        raise error
+
+    monkeypatch.setattr(run, "run_job", stopped)
+    # a session of this test process (another file's) is not the run's to stop
+    monkeypatch.setattr(SparkContext, "_active_spark_context", None)
+    assert main([a.replace("{t}", str(world)) for a in _run()]) == 130
+    assert capsys.readouterr() == ("", line)
+    assert not (world / "new.lock").exists()
+
+
+def test_tracebacks_of_an_interrupted_jvm_call_are_left_out():
+    """What py4j logs when Ctrl-C cuts a call into the JVM: the interrupt itself, or an
+    error raised while handling it (a broken pipe); other errors are kept."""
+    from das.job.console import _without_interrupts
+
+    def record(error: BaseException) -> logging.LogRecord:
+        return logging.LogRecord("py4j", logging.ERROR, "x", 1, "m", None, (type(error), error, None))
+
+    try:
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt:
+            raise BrokenPipeError(32, "Broken pipe")  # noqa: B904  (as py4j does)
+    except BrokenPipeError as during:
+        assert not _without_interrupts(record(during))
+    assert not _without_interrupts(record(KeyboardInterrupt()))
+    assert _without_interrupts(record(OSError("disk full")))
+    assert _without_interrupts(logging.LogRecord("das", logging.INFO, "x", 1, "m", None, None))

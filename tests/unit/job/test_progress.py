@@ -57,3 +57,16 @@ def test_each_phase_of_the_plan_ends_with_the_runs_elapsed_and_eta(caplog):
     assert lines[3].startswith("run: 1/2 phases done, elapsed 0s, ETA ")
     assert lines[4:] == ["not planned: started", "not planned: done in 0s"]
     assert set(progress.timings) == {"read", "not planned"}
+
+
+@pytest.mark.parametrize(("error", "ended"), [(KeyboardInterrupt, "interrupted"), (OSError, "failed")])
+def test_a_phase_that_stops_is_never_reported_done(caplog, error, ended):
+    progress = Progress(plan=("read", "measure", "write"))
+    with caplog.at_level(logging.INFO, logger="das.progress"):
+        with progress.phase("read"):
+            pass
+        with pytest.raises(error), progress.phase("measure"):
+            raise error()
+    lines = [r.getMessage() for r in caplog.records]
+    assert lines[-2:] == ["measure: started", f"measure: {ended} after 0s"]
+    assert not any(line.startswith("run: 2/3 phases done") for line in lines)

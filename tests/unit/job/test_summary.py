@@ -25,7 +25,6 @@ def certificate(config, failsafes: int = 0):
         noise_source="a fixed seed (1): TEST MODE, not for release",
         records=Records(2000, 2000),
         levels=levels,
-        timings={"read": 3.0},
     )
 
 

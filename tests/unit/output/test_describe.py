@@ -13,11 +13,12 @@ from das.confidential import report
 from das.confidential.error_sums import KEYS, SUMS
 from das.confidential.summary import summarise
 from das.confidential.tables import MEASUREMENT_ERRORS
+from das.job.private import RUN_LOG, TIMINGS_JSON
 from das.job.record import FINGERPRINT_JSON, RUN_JSON, SOFTWARE_JSON
 from das.output import describe
 from das.output.certificate import Records, build_certificate, write_certificate
 from das.output.microdata import microdata_schema
-from das.postprocess.levels import checkpoint_path
+from das.postprocess.levels import CHECKPOINT_SCHEMA, checkpoint_path
 from das.postprocess.report import LevelReport
 from das.postprocess.rows import SOLUTION_ARROW
 from das.privacy.nmf import NMF_SCHEMA
@@ -43,7 +44,8 @@ def test_every_mdf_column_of_every_shipped_schema_is_on_the_page() -> None:
 
 def test_the_nmf_and_checkpoint_columns_are_those_written() -> None:
     assert list(describe.NMF_COLUMNS) == NMF_SCHEMA.names
-    assert list(describe.CHECKPOINT_COLUMNS) == SOLUTION_ARROW.names
+    assert list(describe.CHECKPOINT_COLUMNS) == CHECKPOINT_SCHEMA.names
+    assert set(SOLUTION_ARROW.names) - set(CHECKPOINT_SCHEMA.names) == {"seconds"}
 
 
 def _paths(value: Any, path: str = "") -> set[str]:
@@ -67,7 +69,6 @@ def test_every_certificate_field_is_described_and_no_other(config: str) -> None:
         noise_source="test",
         records=Records(output_records=10, input_records=10),
         levels=[LevelReport("us", 1, (("44001", "x"),), 0.5, 0.0, False)],
-        timings={"read": 1.0},
     )
     assert _paths(json.loads(certificate.to_json())) == set(describe.CERTIFICATE_FIELDS)
 
@@ -75,9 +76,11 @@ def test_every_certificate_field_is_described_and_no_other(config: str) -> None:
 def _written(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The names ``das.spark.storage`` is asked to write, recorded instead of written."""
     names: list[str] = []
-    monkeypatch.setattr(storage, "mkdirs", lambda spark, path: None)
+    monkeypatch.setattr(storage, "mkdirs", lambda spark, path, private=False: None)
     for writer in ("write_text", "write_bytes"):
-        monkeypatch.setattr(storage, writer, lambda spark, path, data: names.append(path))
+        monkeypatch.setattr(
+            storage, writer, lambda spark, path, data, private=False: names.append(path)
+        )
     return names
 
 
@@ -86,12 +89,11 @@ def test_the_files_the_page_names_are_those_written(monkeypatch: pytest.MonkeyPa
     monkeypatch.setattr(report, "report_page", lambda table, info: "")
     config = load_config(DEMO, seed=1)
     report.write_metrics(None, pd.DataFrame(), "c", config)
-    certificate = build_certificate(
-        config, noise_source="t", records=Records(1), levels=[], timings={}
-    )
+    certificate = build_certificate(config, noise_source="t", records=Records(1), levels=[])
     write_certificate(None, certificate, "o")
     confidential = {n.removeprefix("c/") for n in names if n.startswith("c/")}
-    assert confidential | {MEASUREMENT_ERRORS, FINGERPRINT_JSON} == set(describe.CONFIDENTIAL_FILES)
+    kept = {MEASUREMENT_ERRORS, FINGERPRINT_JSON, TIMINGS_JSON, RUN_LOG, "solve_seconds/<level>.csv"}
+    assert confidential | kept == set(describe.CONFIDENTIAL_FILES)
     page = describe.render()
     public = [n.removeprefix("o/") for n in names if n.startswith("o/")]
     assert public == ["certificate.json", "certificate.md"]

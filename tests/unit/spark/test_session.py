@@ -3,7 +3,10 @@ section and the module's own; Spark's start-up banner is configured away."""
 
 from __future__ import annotations
 
+import os
+import stat
 from importlib import resources
+from pathlib import Path
 
 import pytest
 
@@ -134,3 +137,30 @@ def test_a_setting_holds_inside_its_block_and_is_restored_after_it():
     with pytest.raises(RuntimeError), session.setting(spark, "spark.a", "3"):
         raise RuntimeError("a failed action")
     assert spark.conf.values == {"spark.a": "1"}
+
+
+def _session_calls(monkeypatch: pytest.MonkeyPatch, conf=()) -> dict[str, str]:
+    calls: list[tuple[str, str]] = []
+    monkeypatch.setattr(session.SparkSession, "builder", _Builder(calls))
+    monkeypatch.setattr(session, "_launched_by_spark_submit", lambda: False)
+    spark_session(SparkSection(), "t", conf)
+    return dict(calls)
+
+
+def test_a_local_session_keeps_its_shuffle_files_in_a_private_directory(monkeypatch, tmp_path):
+    monkeypatch.delenv("SPARK_LOCAL_DIRS", raising=False)
+    monkeypatch.setattr(session.tempfile, "tempdir", str(tmp_path))
+    before = os.umask(0)
+    try:
+        scratch = Path(_session_calls(monkeypatch)[session.LOCAL_DIR])
+    finally:
+        os.umask(before)
+    assert scratch.parent == tmp_path and stat.S_IMODE(scratch.stat().st_mode) == 0o700
+
+
+def test_a_local_directory_the_user_chose_is_kept(monkeypatch, tmp_path):
+    monkeypatch.delenv("SPARK_LOCAL_DIRS", raising=False)
+    chosen = _session_calls(monkeypatch, [(session.LOCAL_DIR, "/scratch")])
+    assert chosen[session.LOCAL_DIR] == "/scratch"
+    monkeypatch.setenv("SPARK_LOCAL_DIRS", "/scratch2")  # Spark's own variable wins anyway
+    assert session.LOCAL_DIR not in _session_calls(monkeypatch)

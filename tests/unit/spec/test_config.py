@@ -41,13 +41,13 @@ def _write(tmp_path, text):
 @pytest.mark.parametrize(
     ("override", "message"),
     [
-        ("budget.rhoo=1", r"budget.rhoo: unknown key"),
-        ("budget.rho=abc", r"budget.rho: expected an exact number"),
+        ("budget.rhoo=1", r"budget.rhoo=1: unknown key"),
+        ("budget.rho=abc", r"budget.rho=abc: expected an exact number"),
         ("budget.geolevels.block=1/4099", r"budget.geolevels: shares must sum to exactly 1"),
-        ("run.production=yes", r"run.production: Input should be a valid boolean"),
+        ("run.production=yes", r"run.production=yes: Input should be a valid boolean"),
         (
             "postprocess.rounder=highs",
-            r"invalid configuration\n  postprocess\.rounder: unknown key",
+            r"invalid configuration\n  --set postprocess\.rounder=highs: unknown key",
         ),
         (
             "geography.levels=[['us', 0], ['state', 2], ['county', 2], ['block', 15]]",
@@ -58,10 +58,20 @@ def _write(tmp_path, text):
         ("run.schema=nope", r"unknown schema 'nope'"),
     ],
 )
-def test_bad_values_name_file_key_and_expectation(override, message):
+def test_bad_values_name_the_flag_key_and_expectation(override, message):
+    """An error that ``--set`` caused names the flag, not the file (which the flag changed);
+    where the message names no key, it names the file and the flags."""
     with pytest.raises(UserError, match=message) as info:
         load_config(PRODUCTION, overrides=[override])
-    assert str(PRODUCTION) in str(info.value)
+    assert f"--set {override}" in str(info.value)
+
+
+def test_a_bad_value_in_the_file_names_the_file(tmp_path):
+    path = tmp_path / "c.toml"
+    path.write_text(PRODUCTION.read_text().replace('rho = "293764/114921"', 'rho = "1/0"', 1))
+    message = r"c.toml: invalid configuration\n  budget.rho: expected a fraction with a nonzero "
+    with pytest.raises(UserError, match=message + r"denominator, got '1/0'$"):
+        load_config(path)
 
 
 def test_missing_file_and_bad_toml(tmp_path):
@@ -87,7 +97,8 @@ def test_a_share_on_the_invariant_state_total_is_refused_naming_file_key_and_way
     with pytest.raises(UserError) as info:
         load_config(CENSUS, overrides=["budget.spend_on_invariants={}"])
     assert str(info.value) == (
-        f"{CENSUS}: budget.queries.state.total = 3773/4097: the answer is invariant at level "
+        "--set budget.spend_on_invariants={}: budget.queries.state.total = 3773/4097: the "
+        "answer is invariant at level "
         "state (strategy.invariants.total = 'state' holds the total exact at us, state), so "
         "this share (rho 177339451520/214437516707 ~ 0.827, 5433120/16793603 of the run's "
         "rho) buys a measurement that is drawn, published and never used.\n"
@@ -117,7 +128,7 @@ def test_the_opt_in_is_a_table_of_lists_and_is_recorded_in_the_budget():
     config = load_config(CENSUS)
     assert config.file.budget.spend_on_invariants == {"state": ["total"]}
     assert config.budget.spent_without_use() == (("state", "total"),)
-    with pytest.raises(UserError, match=r"budget\.spend_on_invariants: Input should be"):
+    with pytest.raises(UserError, match=r"budget\.spend_on_invariants=true: Input should be"):
         load_config(CENSUS, overrides=["budget.spend_on_invariants=true"])
 
 
@@ -133,6 +144,6 @@ def test_postprocess_target_defaults_to_the_measurements_and_refuses_other_names
     with pytest.raises(UserError) as info:
         load_config(PRODUCTION, overrides=["postprocess.target='best'"])
     assert str(info.value).endswith(
-        "invalid configuration\n  postprocess.target: Input should be 'blue' or "
+        "invalid configuration\n  --set postprocess.target='best': Input should be 'blue' or "
         "'measurements' (got 'best')"
     )
