@@ -30,6 +30,7 @@ STAGES: tuple[tuple[str, ...], ...] = (
     ("estimate",),
     ("postprocess",),
     ("output",),
+    ("design",),
     ("confidential",),
     ("fixtures",),
     ("job", "cluster"),

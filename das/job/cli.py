@@ -200,7 +200,32 @@ def parser() -> argparse.ArgumentParser:
     synthetic.add_argument("--seed", type=int, required=True)
     synthetic.add_argument("--out", required=True)
     add_cluster_arguments(commands)
+    add_design_arguments(commands)
     return top
+
+
+def add_design_arguments(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``das design spine``: the measurement design, aimed at the areas users look at."""
+    from das.design.spine import DEFAULT_CUTOFF
+
+    design = add_command(commands, "design", "design what a run measures (public inputs only)")
+    kinds = design.add_subparsers(dest="design", required=True)
+    spine = add_command(
+        kinds,
+        "spine",
+        "a geography file whose block groups serve target areas (the optimised spine)",
+        "Write a geography file (docs/input.md) whose block groups are redefined within "
+        "tracts so that each target area is a union of few spine geounits, each of at most "
+        "isqrt(n) + CUTOFF blocks (n: blocks in the tract), as in the 2020 production; "
+        "counties, tracts and GEOIDs stay. A run takes it with --set input.geography=OUT.",
+    )
+    spine.add_argument("--input", required=True, help="input directory (its geography.parquet, "
+                       "else the blocks its units table names)")  # fmt: skip
+    spine.add_argument("--targets", required=True, help="Parquet file with columns geoid "
+                       "(a block) and target (the area's name); blocks in no target allowed")  # fmt: skip
+    spine.add_argument("--out", required=True, help="the geography file to write (.parquet, new)")
+    spine.add_argument("--cutoff", type=int, default=DEFAULT_CUTOFF,
+                       help=f"block groups of at most isqrt(n) + CUTOFF blocks (default {DEFAULT_CUTOFF})")  # fmt: skip
 
 
 def add_cluster_arguments(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -357,6 +382,13 @@ def estimate_command(args: argparse.Namespace) -> None:
     print(estimate_command_body(args.output, parse_spark_conf(args.conf)))
 
 
+def design_command(args: argparse.Namespace) -> None:
+    from das.design.spine_command import design_spine, render_spine
+
+    out = Path(args.out)
+    print(render_spine(design_spine(Path(args.input), Path(args.targets), out, args.cutoff), out))
+
+
 def cluster_command(args: argparse.Namespace) -> None:
     from das.cluster.standalone import load_state, start_cluster, stop_cluster
 
@@ -394,6 +426,7 @@ COMMANDS = {
     "estimate": estimate_command,
     "audit": audit_command,
     "cluster": cluster_command,
+    "design": design_command,
 }
 
 
