@@ -32,7 +32,7 @@ from pyspark import Accumulator
 from pyspark.sql import DataFrame, SparkSession
 
 from das.confidential.error_sums import noise_errors
-from das.confidential.report import write_metrics
+from das.confidential.report import target_classes, write_metrics
 from das.confidential.tables import read_measurement_errors, run_errors, write_measurement_errors
 from das.errors import InternalError
 from das.estimate.exchange import Exchanged
@@ -166,7 +166,8 @@ def _run(
         records = records_section(config, histograms, spark.read.parquet(mdf).count())
     with phase(progress, "metrics (confidential)"):
         table = run_errors(config, histograms, protected, measurement)
-        write_metrics(spark, table, confidential, config)
+        areas = target_classes(spark, config, input_dir, histograms, protected)
+        write_metrics(spark, table, confidential, config, areas)
     certificate = build_certificate(
         config, noise_source=noise_source, records=records, levels=reports, timings=progress.timings
     )
