@@ -215,8 +215,8 @@ def add_design_arguments(commands: argparse._SubParsersAction[argparse.ArgumentP
         "spine",
         "a geography file whose block groups serve target areas (the optimised spine)",
         "Write a geography file (docs/input.md) whose block groups are redefined within "
-        "tracts so that each target area is a union of few spine geounits, each of at most "
-        "isqrt(n) + CUTOFF blocks (n: blocks in the tract), as in the 2020 production; "
+        "tracts so that each target area is a union of few spine geounits, block groups of "
+        "at most isqrt(n) + CUTOFF blocks (n: blocks in the tract), as in the 2020 production; "
         "counties, tracts and GEOIDs stay. A run takes it with --set input.geography=OUT.",
     )
     spine.add_argument("--input", required=True, help="input directory (its geography.parquet, "
