@@ -1,7 +1,7 @@
 """The optimised spine against the standard one: place, tract and county error (issue 54).
 
     python -m bench.bench_design --work DIR [--seeds 1 2 3 4 5] [--input DIR]
-        [--places-seed 1] [--cutoff 12]
+        [--places-seed 1] [--cutoff 12] [--keep-block-groups]
     python -m bench.bench_design places --input DIR --seed S --out FILE
 
 On --input (default: the RI fixture, built into DIR/ri_input), draws synthetic places
@@ -19,6 +19,8 @@ before and after; per size class the places' total MAE of each variant (mean ove
 seeds) beside the Bureau's published figure; the tract and county total MAE; and the
 issue's goals (places <= 0.7x the standard spine's, tracts and counties <= 1.05x).
 
+``--cutoff`` and ``--keep-block-groups`` (das design spine's) make a spine of their own
+(variant ``optimised_keep_cutoff30`` and so on; results in design_keep_cutoff30.json).
 The ``places`` subcommand writes only the synthetic places (the generator as a helper).
 """
 
@@ -42,27 +44,30 @@ from das.design.spine import DEFAULT_CUTOFF
 from das.design.spine_command import design_spine
 from das.design.spine_files import input_blocks
 
-NAME = "design"  # bench/results/design.json; another cutoff: design_cutoff<c>.json
+NAME = "design"  # bench/results/design.json; another spine: design<suffix>.json
 CONFIG = "configs/pl94_2020_production.toml"
 LEVELS = ("county", "tract")
 GOALS = {"places": 0.7, "tract": 1.05, "county": 1.05}
 
 
-def optimised_name(cutoff: int) -> str:
-    """The optimised variant's name: ``optimised`` at the 2020 cutoff, else with its cutoff."""
-    return "optimised" if cutoff == DEFAULT_CUTOFF else f"optimised_cutoff{cutoff}"
+def suffix(cutoff: int, keep: bool) -> str:
+    """What names a spine other than the 2020 one: ``_keep`` (``--keep-block-groups``),
+    ``_cutoff<c>``; "" for the 2020 spine."""
+    return ("_keep" if keep else "") + ("" if cutoff == DEFAULT_CUTOFF else f"_cutoff{cutoff}")
 
 
-def variants(spine: Path, places: Path, cutoff: int = DEFAULT_CUTOFF) -> dict[str, Variant]:
+def variants(
+    spine: Path, places: Path, cutoff: int = DEFAULT_CUTOFF, keep: bool = False
+) -> dict[str, Variant]:
     """The standard and the optimised spine, both reporting the places' error."""
     targets = f"input.targets='{places.resolve()}'"
     blue = (("target", "blue"),)
-    name = optimised_name(cutoff)
+    name = "optimised" + suffix(cutoff, keep)
     return {
         "standard": Variant("standard", "standard spine", (targets,), blue),
         name: Variant(
             name,
-            f"optimised spine (cutoff {cutoff})",
+            f"optimised spine (cutoff {cutoff}{', block groups kept' if keep else ''})",
             (targets, f"input.geography='{spine.resolve()}'"),
             blue,
         ),
@@ -129,13 +134,11 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     work.mkdir(parents=True, exist_ok=True)
     input_dir = Path(args.input) if args.input else ri_input(work)
     places = work / "places.parquet"
-    spine = work / (
-        "spine.parquet" if args.cutoff == DEFAULT_CUTOFF else f"spine_cutoff{args.cutoff}.parquet"
-    )
+    spine = work / f"spine{suffix(args.cutoff, args.keep_block_groups)}.parquet"
     spine.unlink(missing_ok=True)  # deterministic, like the places: rebuilt, never stale
     drawn = write_places(input_dir, args.places_seed, places)
-    stats = design_spine(input_dir, places, spine, args.cutoff)
-    chosen = variants(spine, places, args.cutoff)
+    stats = design_spine(input_dir, places, spine, args.cutoff, args.keep_block_groups)
+    chosen = variants(spine, places, args.cutoff, args.keep_block_groups)
     for seed in args.seeds:
         for variant in chosen.values():
             if run_one(work, variant, seed, input_dir, CONFIG) is None:
@@ -221,10 +224,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--input", help="input directory (default: the RI fixture)")
     parser.add_argument("--places-seed", type=int, default=1)
     parser.add_argument("--cutoff", type=int, default=DEFAULT_CUTOFF)
+    parser.add_argument("--keep-block-groups", action="store_true", help="das design spine's")
     args = parser.parse_args(argv)
     result = measure(args)
     show(result)
-    name = NAME if args.cutoff == DEFAULT_CUTOFF else f"{NAME}_cutoff{args.cutoff}"
+    name = NAME + suffix(args.cutoff, args.keep_block_groups)
     print(f"written to {write_results(name, result)}")
     return 0
 

@@ -96,13 +96,23 @@ def block_group_codes(tract: pd.Series, units: pd.Series) -> np.ndarray:
     return ("bg" + pd.Series(index).astype(str).str.zfill(len(str(index.max())))).to_numpy()
 
 
-def optimised_block_groups(table: BlockTable, cutoff: int = DEFAULT_CUTOFF) -> np.ndarray:
+def optimised_block_groups(
+    table: BlockTable, cutoff: int = DEFAULT_CUTOFF, keep_block_groups: bool = False
+) -> np.ndarray:
     """The redesigned block group of every block of ``table`` (its rows' order): the blocks
-    of a tract with the same set of targets, in runs within the fanout bound."""
+    of a tract with the same set of targets, in runs within the fanout bound.
+
+    ``keep_block_groups``: the blocks of a standard block group with the same set of
+    targets instead, so that every standard block group stays a union of new ones (its
+    published total a sum of a few spine geounits, not of many blocks), at the cost of
+    a piece more for a target wherever it crosses a standard block group's edge."""
     check_cutoff(cutoff)
     frame = table.frame
-    chunk = chunk_groups(frame["tract"], frame["key"], cutoff)
-    units = frame["key"].astype(str) + "\x00" + pd.Series(chunk, index=frame.index).astype(str)
+    key = frame["key"].astype(str)
+    if keep_block_groups:
+        key = frame["standard"].astype(str) + "\x00" + key
+    chunk = chunk_groups(frame["tract"], key, cutoff)
+    units = key + "\x00" + pd.Series(chunk, index=frame.index).astype(str)
     return block_group_codes(frame["tract"], units)
 
 

@@ -47,6 +47,10 @@ class SpineStats:
     worse: int
     better: int
     worse_than_bounded: int
+    #: pieces of all the standard block groups taken as areas: on the standard spine (one
+    #: each) and on the optimised one
+    block_group_pieces: tuple[int, int]
+    keep_block_groups: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
@@ -70,7 +74,12 @@ def spine_codes(table: BlockTable, block_groups: np.ndarray) -> pd.DataFrame:
 
 
 def spine_stats(
-    table: BlockTable, membership: pd.DataFrame, optimised: np.ndarray, cutoff: int, source: str
+    table: BlockTable,
+    membership: pd.DataFrame,
+    optimised: np.ndarray,
+    cutoff: int,
+    source: str,
+    keep_block_groups: bool = False,
 ) -> SpineStats:
     """Fanout and pieces of the standard spine and of ``optimised``."""
     spines = {
@@ -101,7 +110,17 @@ def spine_stats(
         worse=int((counted["optimised"] > counted["standard"]).sum()),
         better=int((counted["optimised"] < counted["standard"]).sum()),
         worse_than_bounded=int((counted["optimised"] > counted["bounded_standard"]).sum()),
+        block_group_pieces=(
+            int(table.frame["standard"].nunique()),
+            int(pieces(spines["optimised"], LEVELS, standard_areas(table)).sum()),
+        ),
+        keep_block_groups=keep_block_groups,
     )
+
+
+def standard_areas(table: BlockTable) -> pd.DataFrame:
+    """The standard block groups as target areas (geoid, target)."""
+    return pd.DataFrame({"geoid": table.frame["geoid"], "target": table.frame["standard"]})
 
 
 def over_bound(codes: pd.DataFrame, cutoff: int) -> int:
@@ -112,15 +131,17 @@ def over_bound(codes: pd.DataFrame, cutoff: int) -> int:
     return int((sizes["size"].to_numpy() > bound).sum())
 
 
-def design_spine(input_dir: Path, targets: Path, out: Path, cutoff: int) -> SpineStats:
+def design_spine(
+    input_dir: Path, targets: Path, out: Path, cutoff: int, keep_block_groups: bool = False
+) -> SpineStats:
     """Read the input's blocks and the targets, write the optimised spine to ``out``."""
     check_out(out)
     blocks, source = input_blocks(input_dir)
     membership = read_targets(targets, blocks["geoid"])
     table = block_table(blocks, membership)
-    optimised = optimised_block_groups(table, cutoff)
+    optimised = optimised_block_groups(table, cutoff, keep_block_groups)
     write_spine(out, table, optimised)
-    return spine_stats(table, membership, optimised, cutoff, source)
+    return spine_stats(table, membership, optimised, cutoff, source, keep_block_groups)
 
 
 def render_spine(stats: SpineStats, out: Path) -> str:
@@ -145,6 +166,16 @@ def render_spine(stats: SpineStats, out: Path) -> str:
     lines.append(
         f"  targets with fewer pieces: {stats.better:,}, more: {stats.worse:,} (more than the "
         f"standard block groups cut to the same bound: {stats.worse_than_bounded:,})"
+    )
+    before, after = stats.block_group_pieces
+    lines.append(
+        f"  the standard block groups as areas: {before:,} pieces on the standard spine, "
+        f"{after:,} on the optimised one"
+        + (
+            " (new block groups within them: --keep-block-groups)"
+            if stats.keep_block_groups
+            else ""
+        )
     )
     return "\n".join(lines)
 

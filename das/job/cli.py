@@ -226,6 +226,10 @@ def add_design_arguments(commands: argparse._SubParsersAction[argparse.ArgumentP
     spine.add_argument("--out", required=True, help="the geography file to write (.parquet, new)")
     spine.add_argument("--cutoff", type=int, default=DEFAULT_CUTOFF,
                        help=f"block groups of at most isqrt(n) + CUTOFF blocks (default {DEFAULT_CUTOFF})")  # fmt: skip
+    spine.add_argument("--keep-block-groups", action="store_true",
+                       help="new block groups within the standard ones, not just within tracts: "
+                       "each standard block group stays a union of a few (its total far more "
+                       "accurate) at the cost of more pieces for targets that cross them")  # fmt: skip
 
 
 def add_cluster_arguments(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -386,7 +390,10 @@ def design_command(args: argparse.Namespace) -> None:
     from das.design.spine_command import design_spine, render_spine
 
     out = Path(args.out)
-    print(render_spine(design_spine(Path(args.input), Path(args.targets), out, args.cutoff), out))
+    stats = design_spine(
+        Path(args.input), Path(args.targets), out, args.cutoff, args.keep_block_groups
+    )
+    print(render_spine(stats, out))
 
 
 def cluster_command(args: argparse.Namespace) -> None:

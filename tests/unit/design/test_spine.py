@@ -72,6 +72,18 @@ def test_the_fanout_bound_holds_and_targets_never_need_more_pieces(seed):
         assert (after <= pieces(standard, LEVELS, membership)).all()
 
 
+@pytest.mark.parametrize("seed", range(12))
+def test_kept_block_groups_are_unions_of_new_ones_within_the_bound(seed):
+    table, membership = random_case(seed)
+    codes = pd.Series(optimised_block_groups(table, keep_block_groups=True))
+    standard = pd.DataFrame({"bg": codes, "standard": table.frame["standard"]})
+    assert (standard.groupby("bg")["standard"].nunique() == 1).all()
+    optimised = spine_codes(table, codes.to_numpy())
+    assert over_bound(optimised, 12) == 0
+    bounded = pieces(spine_codes(table, bounded_standard(table)), LEVELS, membership)
+    assert (pieces(optimised, LEVELS, membership) <= bounded).all()
+
+
 def test_a_target_s_blocks_in_a_tract_become_the_fewest_block_groups_the_bound_allows():
     blocks = state([[30, 30, 40]])  # 100 blocks: bound 10 + 12 = 22
     membership = runs(blocks["geoid"], [50], [25])  # 5 + 30 + 15 blocks of three groups
