@@ -74,6 +74,26 @@ def variants(
     }
 
 
+def blue_total_se(run: Path) -> dict[str, float]:
+    """The mean over the geounits of the county and tract levels of the exact standard
+    error of the BLUE of the total (estimates/): the expected error of the estimate that
+    the post-processing fits, free of the seed's luck (the same for every seed)."""
+    import numpy as np
+    import pyarrow.dataset as ds
+
+    rows = (
+        ds.dataset(run / "estimates")
+        .to_table(columns=["level", "variances"], filter=ds.field("query") == "total")
+        .to_pandas()
+    )
+    return {
+        lv: float(
+            np.sqrt(np.concatenate(rows.loc[rows["level"] == lv, "variances"].to_numpy())).mean()
+        )
+        for lv in LEVELS
+    }
+
+
 def standard_block_group_mae(run: Path, input_dir: Path, geoids: pd.Series) -> float:
     """The protected total's MAE over the standard block groups (GEOID prefixes of 12
     digits of every block), tabulated from the MDF: what the optimised spine's run
@@ -135,9 +155,13 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     input_dir = Path(args.input) if args.input else ri_input(work)
     places = work / "places.parquet"
     spine = work / f"spine{suffix(args.cutoff, args.keep_block_groups)}.parquet"
-    spine.unlink(missing_ok=True)  # deterministic, like the places: rebuilt, never stale
     drawn = write_places(input_dir, args.places_seed, places)
-    stats = design_spine(input_dir, places, spine, args.cutoff, args.keep_block_groups)
+    # deterministic, like the places: rebuilt, never stale; replaced in one step, so that a
+    # run reading it meanwhile sees the old file or the new one
+    building = spine.with_name(f"building-{spine.name}")
+    building.unlink(missing_ok=True)
+    stats = design_spine(input_dir, places, building, args.cutoff, args.keep_block_groups)
+    os.replace(building, spine)
     chosen = variants(spine, places, args.cutoff, args.keep_block_groups)
     for seed in args.seeds:
         for variant in chosen.values():
@@ -159,6 +183,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
             standard_block_group_mae(run_dir(work, name, s), input_dir, blocks["geoid"])
             for s in args.seeds
         ) / len(args.seeds)
+    expected = {name: blue_total_se(run_dir(work, name, args.seeds[0])) for name in names}
     ratios = {"places": float(whole["ratio"])} | {
         lv: levels[names[1]][lv] / levels["standard"][lv] for lv in levels["standard"]
     }
@@ -172,6 +197,10 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         "place_mae_by_size": table.to_dict(orient="records"),
         "level_mae": levels,
         "ratios": ratios,
+        "blue_total_se": expected,
+        "blue_total_se_ratios": {
+            lv: expected[names[1]][lv] / expected["standard"][lv] for lv in LEVELS
+        },
         "variants": names,
         "goals": {
             k: {"ratio": ratios[k], "goal": g, "met": ratios[k] <= g} for k, g in GOALS.items()
@@ -202,6 +231,10 @@ def show(result: dict[str, Any]) -> None:
     for lv, values in result["level_mae"]["standard"].items():
         print(f"{lv} total MAE: standard {values:.3f}, {other} "
               f"{result['level_mae'][other][lv]:.3f}")  # fmt: skip
+    for lv, ratio in result["blue_total_se_ratios"].items():
+        print(
+            f"{lv} total: the BLUE's standard error (exact, any seed) {ratio:.3f}x the standard spine's"
+        )
     for name, goal in result["goals"].items():
         print(f"goal {name}: ratio {goal['ratio']:.3f} <= {goal['goal']}: "
               f"{'met' if goal['met'] else 'NOT met'}")  # fmt: skip
