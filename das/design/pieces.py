@@ -24,6 +24,7 @@ def pieces(codes: pd.DataFrame, levels: Sequence[str], membership: pd.DataFrame)
     inside = membership.merge(codes, on="geoid", how="inner")
     total = pd.Series(0, index=pd.Index(membership["target"].unique(), name="target"))
     parent_full: pd.DataFrame | None = None
+    parent_level = ""
     for level in levels:
         size = codes.groupby(level).size().rename("size")
         held = inside.groupby(["target", level]).size().rename("held").reset_index()
@@ -31,12 +32,12 @@ def pieces(codes: pd.DataFrame, levels: Sequence[str], membership: pd.DataFrame)
         full = held.loc[held["held"] == held["size"], ["target", level]]
         counted = full
         if parent_full is not None:
-            parent = codes[[level, parent_full.columns[1]]].drop_duplicates(level)
+            parent = codes[[level, parent_level]].drop_duplicates(level)
             with_parent = full.merge(parent, on=level)
             marked = with_parent.merge(parent_full, how="left", indicator=True)
             counted = marked.loc[marked["_merge"] == "left_only", ["target", level]]
         total = total.add(counted.groupby("target").size(), fill_value=0)
-        parent_full = full
+        parent_full, parent_level = full, level
     return total.astype(np.int64).sort_index()
 
 

@@ -39,8 +39,8 @@ class BlockTable:
     """The blocks of a state or nation and what the spine is built from.
 
     ``frame``: one row per block, sorted by ``geoid``, with ``tract`` (the block's tract
-    code), ``standard`` (its block group before the redesign) and ``key`` (the sorted,
-    ``|``-joined names of the targets it lies in; "" for none). ``coded``: the geography
+    code), ``standard`` (its block group before the redesign) and ``key`` (the sorted names of
+    the targets it lies in, joined by ``spine_files.KEY_SEPARATOR``; "" for none). ``coded``: the geography
     file's own level columns, kept as they are in the written file (besides
     ``block_group``)."""
 

@@ -48,33 +48,27 @@ def input_blocks(input_dir: Path) -> tuple[pd.DataFrame, str]:
         if "geoid" not in frame.columns:
             raise UserError(f"{geography}: no column 'geoid': the geography lists blocks by GEOID")
         return _checked_geoids(frame, str(geography)), str(geography)
-    units = _units_geoids(input_dir)
-    return _checked_geoids(units.drop_duplicates("geoid"), units.attrs["path"]), units.attrs["path"]
+    units, path = _units_geoids(input_dir)
+    return _checked_geoids(units.drop_duplicates("geoid"), path), path
 
 
-def _units_geoids(input_dir: Path) -> pd.DataFrame:
+def _units_geoids(input_dir: Path) -> tuple[pd.DataFrame, str]:
+    """The units table's geoid column and the table's path."""
     parquet, csv = input_dir / "units.parquet", input_dir / "units.csv"
     if parquet.exists():
-        frame = _read_parquet(parquet, "units table", ["geoid"])
-        path = parquet
-    elif csv.exists():
-        options = pacsv.ConvertOptions(
-            column_types={"geoid": pa.string()}, include_columns=["geoid"]
-        )
-        try:
-            frame = pacsv.read_csv(csv, convert_options=options).to_pandas()
-        except (OSError, pa.ArrowInvalid, KeyError) as exc:
-            raise UserError(
-                f"units table {csv}: not a readable CSV file with a geoid column ({exc})"
-            ) from None
-        path = csv
-    else:
+        return _read_parquet(parquet, "units table", ["geoid"]), str(parquet)
+    if not csv.exists():
         raise UserError(
             f"--input {input_dir} has neither {GEOGRAPHY_FILE} nor units.parquet/units.csv: "
             "the spine needs the input's block list"
         )
-    frame.attrs["path"] = str(path)
-    return frame
+    options = pacsv.ConvertOptions(column_types={"geoid": pa.string()}, include_columns=["geoid"])
+    try:
+        return pacsv.read_csv(csv, convert_options=options).to_pandas(), str(csv)
+    except (OSError, pa.ArrowInvalid, KeyError) as exc:
+        raise UserError(
+            f"units table {csv}: not a readable CSV file with a geoid column ({exc})"
+        ) from None
 
 
 def _checked_geoids(frame: pd.DataFrame, path: str) -> pd.DataFrame:
