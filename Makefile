@@ -8,7 +8,7 @@ OUT    ?= out
 SEED   ?= 2020
 PERSONS ?= 200000
 
-.PHONY: install lock lock-check run test test-fast lint docs layout bench bench-quick bench-docs bench-design-budget bench-e2e bench-read bench-noise bench-optimize bench-cluster bench-coverage bench-accuracy bench-h1 bench-national clean cluster-up cluster-down dist
+.PHONY: install lock lock-check run test test-fast lint docs layout bench bench-quick bench-docs bench-design bench-design-budget bench-e2e bench-read bench-noise bench-optimize bench-cluster bench-coverage bench-accuracy bench-h1 bench-national clean cluster-up cluster-down dist
 
 ## make install: .venv with das (editable) and every dependency at the version constraints.txt
 ## pins, so that the same seed gives the same output on every fresh install (HiGHS and numba
@@ -130,6 +130,13 @@ bench-cluster: install
 ## bench/results/coverage.json.
 bench-coverage: install
 	$(BIN)/python -m bench.bench_coverage --work $(OUT)/coverage $(if $(RI),--ri $(RI))
+
+## make bench-design: synthetic places on the RI fixture, the optimised spine for them, and the
+## production job on the standard and the optimised spine per seed (SEEDS, default 1-5; two runs
+## of a few minutes each per seed, kept in $(OUT)/design); writes bench/results/design.json.
+SEEDS ?= 1 2 3 4 5
+bench-design: install
+	$(BIN)/python -m bench.bench_design --work $(OUT)/design --seeds $(SEEDS)
 
 ## make bench-national: the production job on the largest county family (10M persons, 2,500
 ## tracts), the largest state family (5M, 254 counties) and a nation of 52 states (5M),

@@ -55,10 +55,10 @@ class RunInfo:
 
 
 def report_page(
-    table: pd.DataFrame, run: RunInfo, audit: Mapping[str, Any] | None = None
+    table: pd.DataFrame, run: RunInfo, audit: Mapping[str, Any] | None = None, targets: str = ""
 ) -> str:
     """The whole page for the metrics table of ``run``, with ``das audit``'s section if
-    its audit.json is given."""
+    its audit.json is given, and ``targets``, the target areas' section (HTML, or "")."""
     return (
         '<!doctype html>\n<html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
@@ -67,6 +67,7 @@ def report_page(
         + _header(run, audit is not None)
         + _levels_section(table, run)
         + _bias_section(table, run)
+        + targets
         + (audit_section(audit) if audit is not None else "")
         + "<footer>Every figure of this page, and more (every query, every pair of bins), "
         "is in <code>metrics.csv</code> and <code>metrics.json</code> beside this file; "

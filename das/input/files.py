@@ -83,6 +83,9 @@ def check_input_files(config: Config, input_dir: str) -> None:
     geography = geography_path(config, input_dir)
     if geography is not None and "://" not in geography:
         problems += geography_problems(config, geography)
+    targets = targets_path(config, input_dir)
+    if targets is not None and "://" not in targets:
+        problems += targets_problems(targets)
     if problems:
         raise UserError(_one_message(problems))
     if settings.format == "parquet":
@@ -112,6 +115,32 @@ def geography_path(
             "without the key a run reads geography.parquet in --input if there is one)"
         )
     return path
+
+
+def targets_path(config: Config, input_dir: str) -> str | None:
+    """The config's ``input.targets`` (relative to the input directory unless absolute or a
+    URI), or None."""
+    named = config.file.input.targets
+    if named is None or "://" in named or Path(named).is_absolute():
+        return named
+    return f"{input_dir.rstrip('/')}/{named}"
+
+
+def targets_problems(path: str) -> list[str]:
+    """A local targets file: present, readable, with columns geoid and target."""
+    if not Path(path).exists():
+        return [f"input.targets: {path} does not exist (a Parquet file with columns geoid, target)"]
+    columns: list[str] = []
+    for file in data_files(path):
+        schema, problem = read_footer(file)
+        if schema is None:
+            return [f"input.targets: {file}: {problem}"]
+        columns += schema.names
+    missing = [c for c in ("geoid", "target") if c not in columns]
+    if missing:
+        return [f"input.targets: {path} has no column {', '.join(map(repr, missing))} "
+                "(expected geoid, a block GEOID, and target, the area's name)"]  # fmt: skip
+    return []
 
 
 def coded_levels(config: Config, columns: list[str]) -> tuple[str, ...]:

@@ -88,7 +88,13 @@ def with_parent(frame: DataFrame, histograms: LevelHistograms, parent: Level) ->
     ``parent`` code: its GEOID prefix, or the geography file's."""
     if histograms.parents is None:
         return frame.withColumn("parent", geocode_of("geocode", parent.length))
-    return frame.join(histograms.parents, "geocode", "inner")
+    # fresh columns for every join: two frames joined to the same parents (a level's
+    # answers and its children, co-grouped by parent) would otherwise share the parent
+    # column's identity, which Spark refuses as an ambiguous self-join
+    parents = histograms.parents.select(
+        F.col("geocode").alias("geocode"), F.col("parent").alias("parent")
+    )
+    return frame.join(parents, "geocode", "inner")
 
 
 def level_histograms(

@@ -1,4 +1,4 @@
-"""``das design``: measurement design before a run (``das design budget``).
+"""``das design``: measurement design before a run (``das design budget``, ``das design spine``).
 
 The arguments and the command's body; the work is in ``das.design``.
 """
@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 from das.errors import UserError
 
@@ -58,9 +59,52 @@ def add_design_arguments(
         default=4096,
         help="the shares' common denominator (default 4096)",
     )
+    add_spine_arguments(actions, add_command)
+
+
+def add_spine_arguments(
+    actions: argparse._SubParsersAction[argparse.ArgumentParser],
+    add_command: Callable[..., argparse.ArgumentParser],
+) -> None:
+    """``das design spine``: a geography file whose block groups serve target areas."""
+    from das.design.spine import DEFAULT_CUTOFF
+
+    spine = add_command(
+        actions,
+        "spine",
+        "a geography file whose block groups serve target areas (the optimised spine)",
+        "Write a geography file (docs/input.md) whose block groups are redefined within "
+        "tracts so that each target area is a union of few spine geounits, block groups of "
+        "at most isqrt(n) + CUTOFF blocks (n: blocks in the tract), as in the 2020 production; "
+        "counties, tracts and GEOIDs stay. A run takes it with --set input.geography=OUT.",
+    )
+    spine.add_argument("--input", required=True, help="input directory (its geography.parquet, "
+                       "else the blocks its units table names)")  # fmt: skip
+    spine.add_argument("--targets", required=True, help="Parquet file with columns geoid "
+                       "(a block) and target (the area's name); blocks in no target allowed")  # fmt: skip
+    spine.add_argument("--out", required=True, help="the geography file to write (.parquet, new)")
+    spine.add_argument("--cutoff", type=int, default=DEFAULT_CUTOFF,
+                       help=f"block groups of at most isqrt(n) + CUTOFF blocks (default {DEFAULT_CUTOFF})")  # fmt: skip
+    spine.add_argument("--keep-block-groups", action="store_true",
+                       help="new block groups within the standard ones, not just within tracts: "
+                       "each standard block group stays a union of a few (its total far more "
+                       "accurate) at the cost of more pieces for targets that cross them")  # fmt: skip
+
+
+def spine_command(args: argparse.Namespace) -> None:
+    from das.design.spine_command import design_spine, render_spine
+
+    out = Path(args.out)
+    stats = design_spine(
+        Path(args.input), Path(args.targets), out, args.cutoff, args.keep_block_groups
+    )
+    print(render_spine(stats, out))
 
 
 def design_command(args: argparse.Namespace) -> None:
+    if args.action == "spine":
+        spine_command(args)
+        return
     if args.action != "budget":
         raise UserError(f"das design {args.action}: unknown action")
     from das.design.budget import Options, check_out, design_budget, write_design

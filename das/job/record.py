@@ -36,9 +36,11 @@ def join(root: str, name: str) -> str:
 
 def config_text(config: Config) -> str:
     """The configuration as run.json keeps it (without the spark section: where a run
-    runs is not part of what it is)."""
+    runs is not part of what it is; nor input.targets, which changes no public output)."""
     return json.dumps(
-        config.file.model_dump(mode="json", by_alias=True, exclude={"spark"}),
+        config.file.model_dump(
+            mode="json", by_alias=True, exclude={"spark": True, "input": {"targets"}}
+        ),
         indent=2,
         sort_keys=True,
     )

@@ -32,7 +32,7 @@ from pyspark import Accumulator
 from pyspark.sql import DataFrame, SparkSession
 
 from das.confidential.error_sums import noise_errors
-from das.confidential.report import write_metrics
+from das.confidential.report import target_classes, write_metrics
 from das.confidential.tables import read_measurement_errors, run_errors, write_measurement_errors
 from das.confidential.validation import validate_run
 from das.errors import InternalError
@@ -175,7 +175,8 @@ def _run(
         )
     with phase(progress, "metrics (confidential)"):
         table = run_errors(config, histograms, protected, measurement)
-        write_metrics(spark, table, confidential, config)
+        areas = target_classes(spark, config, input_dir, histograms, protected)
+        write_metrics(spark, table, confidential, config, areas)
     certificate = build_certificate(
         config, noise_source=noise_source, records=records, levels=reports
     )

@@ -53,6 +53,10 @@ class InputSection(_Section):
     #: The tabulation geography (Parquet; relative to the input directory unless absolute
     #: or a URI). None: ``geography.parquet`` in the input directory if there is one.
     geography: str | None = None
+    #: Target areas for the confidential report (Parquet: geoid, target; relative to the
+    #: input directory unless absolute or a URI): their protected totals' error by size.
+    #: Not part of the run's identity (run.json): it changes no public output.
+    targets: str | None = None
 
 
 class GeographySection(_Section):
