@@ -38,7 +38,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 
 from bench.accuracy_runs import Variant, confidential_dir, ri_input, run_dir, run_one
-from bench.common import git_commit, print_table, write_results
+from bench.harness import add_results_argument, git_commit, print_table, write_results
 from das.design.places import synthetic_places
 from das.design.spine import DEFAULT_CUTOFF
 from das.design.spine_command import design_spine
@@ -258,11 +258,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--places-seed", type=int, default=1)
     parser.add_argument("--cutoff", type=int, default=DEFAULT_CUTOFF)
     parser.add_argument("--keep-block-groups", action="store_true", help="das design spine's")
+    add_results_argument(parser)
     args = parser.parse_args(argv)
     result = measure(args)
     show(result)
     name = NAME + suffix(args.cutoff, args.keep_block_groups)
-    print(f"written to {write_results(name, result)}")
+    print(f"written to {write_results(name, result, args.results)}")
     return 0
 
 

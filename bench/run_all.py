@@ -75,6 +75,11 @@ BENCHMARKS = (
         ("--work", "{quick}/h1", "--input", "{quick}/input", "--seeds", "1"),
     ),
     Benchmark(
+        "bench_design",
+        ("--work", "{out}/design"),
+        ("--work", "{quick}/design", "--input", "{quick}/input", "--seeds", "1"),
+    ),
+    Benchmark(
         "bench_design_budget",
         ("--work", "{out}/design_budget"),
         ("--work", "{quick}/design_budget", "--ri", "{quick}/input"),

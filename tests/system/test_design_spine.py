@@ -7,11 +7,11 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
+from das.confidential.validation import validate_run
 from das.fixtures.synthetic import Shape, write_synthetic_fixture
 from das.job.cli import main
 from das.job.run import run_job
 from das.output.microdata import read_microdata
-from das.output.validate import validate_run
 from das.spec.config import load_config
 from tests.conftest import ROOT
 
