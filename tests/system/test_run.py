@@ -228,7 +228,7 @@ def test_bad_arguments_exit_2_with_a_clear_message(capsys, tmp_path, demo_input,
                 "--set",
                 "budget.rhoo=1",
             ],
-            "budget.rhoo: unknown key",
+            "--set budget.rhoo=1: unknown key",
         ),
         (
             [
