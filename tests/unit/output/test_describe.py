@@ -86,7 +86,7 @@ def _written(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
 def test_the_files_the_page_names_are_those_written(monkeypatch: pytest.MonkeyPatch) -> None:
     names = _written(monkeypatch)
-    monkeypatch.setattr(report, "report_page", lambda table, info: "")
+    monkeypatch.setattr(report, "report_page", lambda table, info, *args, **kwargs: "")
     config = load_config(DEMO, seed=1)
     report.write_metrics(None, pd.DataFrame(), "c", config)
     certificate = build_certificate(config, noise_source="t", records=Records(1), levels=[])
