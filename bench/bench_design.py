@@ -185,8 +185,9 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         ) / len(args.seeds)
     expected = {name: blue_total_se(run_dir(work, name, args.seeds[0])) for name in names}
     ratios = {"places": float(whole["ratio"])} | {
-        lv: levels[names[1]][lv] / levels["standard"][lv] for lv in levels["standard"]
-    }
+        lv: levels[names[1]][lv] / levels["standard"][lv] if levels["standard"][lv] else None
+        for lv in levels["standard"]
+    }  # None: the standard spine is exact there (a small input's level can be)
     return {
         "command": shlex.join([sys.executable, "-m", "bench.bench_design", *sys.argv[1:]]),
         "input": str(input_dir),
