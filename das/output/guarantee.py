@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from das.spec.config import Config
-from das.spec.invariants import facility_types, published, runs_of
+from das.spec.invariants import facility_types, protected_unit, published, runs_of
 from das.spec.schema import Schema
 
 SENSITIVITY = "each query has L2 sensitivity sqrt(2), sigma^2 = 1/rho_q"
@@ -43,11 +43,6 @@ class Guarantee:
             "invariants": list(self.invariants),
             "structural_constraints": list(self.structural_constraints),
         }
-
-
-def protected_unit(schema: Schema) -> str:
-    """One record of the schema, in words (without ``protected_unit``: its table's row)."""
-    return schema.protected_unit or schema.record.removesuffix("s")
 
 
 def guarantee(config: Config) -> Guarantee:

@@ -33,7 +33,7 @@ class Published:
 def published(config: Config) -> tuple[Published, ...]:
     """The kinds of rows ``invariants/`` holds for ``config`` (none: no ``invariants/``)."""
     schema, geography = config.schema, config.geography
-    unit = schema.protected_unit or schema.record.removesuffix("s")
+    unit = protected_unit(schema)
     found = []
     if config.total_invariant_level is not None:
         levels = tuple(geography.names[: geography.index(config.total_invariant_level) + 1])
@@ -60,9 +60,9 @@ def published(config: Config) -> tuple[Published, ...]:
     return tuple(found)
 
 
-def total_levels(config: Config) -> tuple[str, ...]:
-    """The levels whose totals ``invariants/`` holds (the root down to the configured one)."""
-    return next((p.levels for p in published(config) if p.query == TOTAL), ())
+def protected_unit(schema: Schema) -> str:
+    """One record of the schema, in words (without ``protected_unit``: its table's row)."""
+    return schema.protected_unit or schema.record.removesuffix("s")
 
 
 def facility_types(schema: Schema) -> list[str]:
