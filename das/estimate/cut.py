@@ -22,6 +22,13 @@ def first_query(config: Config, level: str) -> str:
     return min(q.name for q in config.queries[level])
 
 
+def nmf_geounits(nmf: DataFrame, config: Config) -> DataFrame:
+    """(level, geocode) of every geounit in the NMF (the rows of one query per level)."""
+    first = [(level, first_query(config, level)) for level in config.queries]
+    pairs = F.struct("level", "query").isin([F.struct(F.lit(a), F.lit(b)) for a, b in first])
+    return nmf.where(pairs).select("level", "geocode")
+
+
 def block_counts(nmf: DataFrame, config: Config) -> tuple[np.ndarray, np.ndarray]:
     """The blocks' parents' geocodes, ascending, with their blocks in the NMF."""
     levels = config.geography.levels

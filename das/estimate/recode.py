@@ -24,7 +24,7 @@ from pyspark.sql import functions as F
 
 from das.errors import UserError
 from das.estimate.chain_codes import PAD, Recoder
-from das.estimate.cut import first_query
+from das.estimate.cut import nmf_geounits
 from das.estimate.pipeline import (
     MAX_SUBTREE_BLOCKS,
     LevelSummary,
@@ -58,13 +58,6 @@ class Chain:
 def has_geography(spark: SparkSession, output: str) -> bool:
     """Whether the run published ``geography/``: its parents are not all GEOID prefixes."""
     return exists(spark, f"{output.rstrip('/')}/{GEOGRAPHY}")
-
-
-def _geounits(nmf: DataFrame, config: Config) -> DataFrame:
-    """(level, geocode) of every geounit in the NMF (the rows of one query per level)."""
-    first = [(level, first_query(config, level)) for level in config.queries]
-    pairs = F.struct("level", "query").isin([F.struct(F.lit(a), F.lit(b)) for a, b in first])
-    return nmf.where(pairs).select("level", "geocode")
 
 
 def _widths(units: DataFrame, config: Config) -> list[int]:
@@ -102,7 +95,7 @@ def chain(nmf: DataFrame, geography: DataFrame, config: Config) -> Chain:
     blocks theirs, from their parents'), root first. Raises UserError for a geounit, a
     block too, whose parent has no measurements, and as ``_widths``."""
     levels = config.geography.levels
-    units = _geounits(nmf, config).cache()  # the NMF scanned once, for both jobs
+    units = nmf_geounits(nmf, config).cache()  # the NMF scanned once, for both jobs
     try:
         widths = _widths(units, config)
         given = frozenset(r["level"] for r in geography.select("level").distinct().collect())

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from das.estimate.cut import first_query
+from das.estimate.cut import nmf_geounits
 from das.estimate.pipeline import public_frame
 from das.estimate.recode import GEOGRAPHY, has_geography
 from das.input.contract import UNIT_TYPES
@@ -22,7 +22,7 @@ from das.privacy.nmf import read_nmf
 from das.spark.geocodes import geocode_of
 from das.spec.config import Config
 from das.spec.geography import Level
-from das.spec.invariants import TOTAL, UNITS, published, total_levels
+from das.spec.invariants import TOTAL, UNITS, published
 
 
 @dataclass(frozen=True)
@@ -54,20 +54,14 @@ def read_public(spark: SparkSession, config: Config, output: str) -> PublicFacts
                 parents[level] = rows.filter(F.col("level") == level).select("geocode", "parent")
     totals: dict[str, DataFrame] = {}
     units: dict[str, DataFrame] = {}
-    if published(config):
-        rows = public_frame(spark, f"{root}/invariants")
-        for level in total_levels(config):
-            found = rows.filter((F.col("level") == level) & (F.col("query") == TOTAL))
+    if kinds := published(config):
+        invariants = public_frame(spark, f"{root}/invariants")
+        for level in next((k.levels for k in kinds if k.query == TOTAL), ()):
+            found = invariants.filter((F.col("level") == level) & (F.col("query") == TOTAL))
             totals[level] = found.select("geocode", F.col("values")[0].alias("total"))
-        if any(p.query == UNITS for p in published(config)):
-            units = _summed_units(config, rows, parents)
-    first = [F.struct(F.lit(lv), F.lit(first_query(config, lv))) for lv in config.queries]
-    geounits = (
-        read_nmf(spark, f"{root}/nmf")
-        .filter(F.struct("level", "query").isin(first))
-        .select("level", "geocode")
-        .cache()
-    )
+        if any(k.query == UNITS for k in kinds):
+            units = _summed_units(config, invariants, parents)
+    geounits = nmf_geounits(read_nmf(spark, f"{root}/nmf"), config).cache()
     return PublicFacts(units, totals, parents, geounits)
 
 
