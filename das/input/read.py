@@ -41,7 +41,7 @@ class LevelHistograms:
     (array<long>, positive, aligned with cells), ``units`` (array<long> of length 8: housing
     units, then occupied group-quarters facilities of types 1..7). ``parents``: each
     geounit's ``parent`` code by ``geocode``, where the geography file makes parents
-    other than GEOID prefixes (None: the prefix, ``with_parent``).
+    other than GEOID prefixes (None: the GEOID prefix).
     """
 
     level: Level
@@ -81,20 +81,6 @@ def block_units(units: DataFrame) -> DataFrame:
         for t in range(UNIT_TYPES)
     ]
     return units.groupBy("geoid").agg(*aggs)
-
-
-def with_parent(frame: DataFrame, histograms: LevelHistograms, parent: Level) -> DataFrame:
-    """``frame`` (a ``geocode`` of the histograms' level per row) with the geounit's
-    ``parent`` code: its GEOID prefix, or the geography file's."""
-    if histograms.parents is None:
-        return frame.withColumn("parent", geocode_of("geocode", parent.length))
-    # fresh columns for every join: two frames joined to the same parents (a level's
-    # answers and its children, co-grouped by parent) would otherwise share the parent
-    # column's identity, which Spark refuses as an ambiguous self-join
-    parents = histograms.parents.select(
-        F.col("geocode").alias("geocode"), F.col("parent").alias("parent")
-    )
-    return frame.join(parents, "geocode", "inner")
 
 
 def level_histograms(
