@@ -34,6 +34,8 @@ NMF_COLUMNS = {
     "values": "the noisy answer of every cell of the query, in cell order (can be negative)",
     "variance": "the noise variance sigma^2 = 1/rho of this level and query",
     "variance_exact": "the same variance as an exact fraction",
+    "rows": "null: `values` holds every cell of the query; else the cells it holds (a sparse "
+    "run measures a geounit only where its parent's protected counts can reach)",
 }
 
 ESTIMATE_COLUMNS = {

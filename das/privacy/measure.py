@@ -144,6 +144,7 @@ def _nmf_batch(
         ),
         pa.array(np.asarray([float(v) for v in sigma2])[query], pa.float64()),
         repeated_strings([str(v) for v in sigma2], query),
+        pa.nulls(n * k, NMF_ARROW.field("rows").type),  # dense: every row of each query
     ]
     return pa.RecordBatch.from_arrays(columns, schema=NMF_ARROW)
 

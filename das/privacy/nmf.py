@@ -18,6 +18,10 @@ NMF_SCHEMA = T.StructType(
         T.StructField("values", T.ArrayType(T.LongType(), False), False),
         T.StructField("variance", T.DoubleType(), False),
         T.StructField("variance_exact", T.StringType(), False),
+        # The query rows ``values`` holds, ascending; null: every row, in row order. A
+        # sparse run (``strategy.sparse``) measures a geounit only on the rows its parent's
+        # protected solution can reach (``das nmf expand`` gives the rest, bit for bit).
+        T.StructField("rows", T.ArrayType(T.LongType(), False), True),
     ]
 )
 

@@ -126,16 +126,16 @@ def test_noise_has_the_configured_variance(spark, tmp_path):
 
 def test_pivot_puts_each_query_in_its_column_and_refuses_a_query_measured_twice(spark):
     rows = [
-        ("block", "1", "total", [5], 1.0, "1"),
-        ("block", "1", "votingage", [2, 3], 1.0, "1"),
-        ("block", "2", "votingage", [7, -1], 1.0, "1"),
+        ("block", "1", "total", [5], 1.0, "1", None),
+        ("block", "1", "votingage", [2, 3], 1.0, "1", None),
+        ("block", "2", "votingage", [7, -1], 1.0, "1", None),
     ]
     nmf = spark.createDataFrame(rows, NMF_SCHEMA)
     pivot = pivot_measurements(nmf, ["geocode"], ["votingage", "total", "hhgq"])
     got = {r["geocode"]: (r["q0"], r["q1"], r["q2"]) for r in pivot.collect()}
     assert got == {"1": ([2, 3], [5], None), "2": ([7, -1], None, None)}
     twice = spark.createDataFrame(
-        [*rows, ("block", "2", "votingage", [0, 0], 1.0, "1")], NMF_SCHEMA
+        [*rows, ("block", "2", "votingage", [0, 0], 1.0, "1", None)], NMF_SCHEMA
     )
     with pytest.raises(Exception, match="DUPLICATED_MAP_KEY"):
         pivot_measurements(twice, ["geocode"], ["votingage"]).collect()
