@@ -77,6 +77,11 @@ class BudgetSection(_Section):
 class StrategySection(_Section):
     passes: list[list[str]]
     invariants: dict[Literal["total"], str] = {}
+    #: Measure each geounit below the root only on the query rows its parent's protected
+    #: solution can reach, with noise keyed per row, level after level between the solves
+    #: (the DHC persons product: 1,227,744 cells, most of them zero in any parent). False:
+    #: every row of every query, all levels before the first solve.
+    sparse: bool = False
 
 
 class PostprocessSection(_Section):
