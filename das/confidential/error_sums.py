@@ -19,7 +19,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from das.confidential.bins import Bins, diversity_groups, geounit_bins
-from das.privacy.answers import row_sums
 from das.spec.schema import Query, Schema
 
 __all__ = [
@@ -44,7 +43,7 @@ HISTOGRAMS = ["t_cells", "t_counts", "p_cells", "p_counts"]
 PARTIAL_SUMS = [*KEYS, *SUMS]
 #: Columns of error sums that carry their level (the measurement's, and as saved).
 LEVEL_SUMS = ["level", *PARTIAL_SUMS]
-#: Rows of one batch evaluated at once: bounds the (rows x query cells) arrays to ~16 MB each.
+#: Cells of one chunk of a batch evaluated at once: bounds the flat arrays to ~16 MB each.
 _CHUNK_CELLS = 2_000_000
 
 
@@ -53,12 +52,14 @@ def batch_errors(
 ) -> pd.DataFrame:
     """The protected output's error sums over a batch of geounits, per (query, bin pair).
 
-    ``batch`` holds t_cells/t_counts (truth) and p_cells/p_counts (protected). Rows are
-    taken in chunks so that the (geounits x query cells) arrays stay small whatever the
-    batch size. Arrow in, and the sums are taken per bin pair with bincount rather than as
-    a pandas row per geounit, query and source grouped by label, which is slower.
+    ``batch`` holds t_cells/t_counts (truth) and p_cells/p_counts (protected). The errors
+    are taken on the cells either histogram holds, never as a (geounits x query cells)
+    array: a query row that neither holds has error 0 and adds nothing to a sum but its
+    count of cells, so the sums are the dense ones exactly (integer errors, summed in
+    floats below 2^53), and a DHC batch (1,227,744 cells per geounit) costs what its
+    persons cost. Rows are taken in chunks that bound the flat arrays.
     """
-    step = max(1, _CHUNK_CELLS // max(q.size for q in queries))
+    step = max(1, _CHUNK_CELLS // max(1, _widest_row(batch)))
     parts = [
         _chunk_errors(batch.slice(start, step), queries, groups)
         for start in range(0, batch.num_rows, step)
@@ -89,7 +90,12 @@ def measurement_errors(
     if n == 0:
         return _empty_sums(LEVEL_SUMS)
     bins = geounit_bins(rows, cells, counts.astype(np.float64), n, groups)
-    frames = [_bin_sums(bins, "noisy", q, noise) for q, noise in zip(queries, noises, strict=True)]
+    frames = [
+        _bin_sums(
+            bins, "noisy", q, np.abs(noise).sum(axis=1), (noise**2).sum(axis=1), noise.sum(axis=1)
+        )
+        for q, noise in zip(queries, noises, strict=True)
+    ]
     return pd.concat(frames, ignore_index=True).assign(level=level)
 
 
@@ -138,6 +144,17 @@ def _empty_sums(columns: list[str]) -> pd.DataFrame:
     return pd.DataFrame({c: pd.Series(dtype=column_dtype(c)) for c in columns})
 
 
+def _widest_row(batch: pa.Table) -> int:
+    """The most cells any geounit of the batch holds, truth and protected together."""
+    if batch.num_rows == 0:
+        return 0
+    widths = [
+        pc.list_value_length(batch.column(c)).to_numpy(zero_copy_only=False)
+        for c in ("t_cells", "p_cells")
+    ]
+    return int((widths[0] + widths[1]).max())
+
+
 def _chunk_errors(
     chunk: pa.Table, queries: Sequence[Query], groups: np.ndarray | None
 ) -> pd.DataFrame:
@@ -145,16 +162,31 @@ def _chunk_errors(
     rows, cells, counts = _flatten(chunk, "t_cells", "t_counts")
     p_rows, p_cells, p_counts = _flatten(chunk, "p_cells", "p_counts")
     bins = geounit_bins(rows, cells, counts, n, groups)
+    both_rows = np.concatenate([rows, p_rows])
+    signed_counts = np.concatenate([-counts, p_counts])  # protected - true
     frames = []
     for q in queries:
-        true = row_sums(rows, q.cell_map[cells], counts, n, q.size)
-        protected = row_sums(p_rows, q.cell_map[p_cells], p_counts, n, q.size)
-        frames.append(_bin_sums(bins, "protected", q, protected - true))
+        keys = both_rows * q.size + q.cell_map[np.concatenate([cells, p_cells])]
+        held, where = np.unique(keys, return_inverse=True)
+        error = np.bincount(where, weights=signed_counts, minlength=held.size)
+        geounit = held // q.size
+        sums = [
+            np.bincount(geounit, weights=v, minlength=n) for v in (np.abs(error), error**2, error)
+        ]
+        frames.append(_bin_sums(bins, "protected", q, *sums))
     return pd.concat(frames, ignore_index=True)
 
 
-def _bin_sums(bins: Bins, source: str, query: Query, error: np.ndarray) -> pd.DataFrame:
-    """Error sums of one (source, query) per bin pair (``error``: geounits x query cells)."""
+def _bin_sums(
+    bins: Bins,
+    source: str,
+    query: Query,
+    absolute: np.ndarray,
+    squared: np.ndarray,
+    signed: np.ndarray,
+) -> pd.DataFrame:
+    """Error sums of one (source, query) per bin pair, from each geounit's sums of |error|,
+    error^2 and error over the query's cells."""
     code = bins.code
     pairs = len(bins.size_labels) * len(bins.diversity_labels)
     geounits = np.bincount(code, minlength=pairs)
@@ -171,9 +203,9 @@ def _bin_sums(bins: Bins, source: str, query: Query, error: np.ndarray) -> pd.Da
             "size_bin": np.asarray(bins.size_labels, dtype=object)[used // width],
             "diversity_bin": np.asarray(bins.diversity_labels, dtype=object)[used % width],
             "cells": geounits[used] * query.size,
-            "abs": per_pair(np.abs(error).sum(axis=1)),
-            "sq": per_pair((error**2).sum(axis=1)),
-            "signed": per_pair(error.sum(axis=1)),
+            "abs": per_pair(absolute),
+            "sq": per_pair(squared),
+            "signed": per_pair(signed),
         }
     )
 

@@ -39,6 +39,7 @@ from das.confidential.summary import summarise
 from das.input.read import LevelHistograms
 from das.spark import storage
 from das.spec.config import Config
+from das.spec.schema import Query
 
 __all__ = [
     "MEASUREMENT_ERRORS",
@@ -75,13 +76,7 @@ def run_errors(
     levels = list(protected)
     joined = _joined(truth, protected, levels)
     groups = diversity_groups(config.schema)
-    total = config.schema.query("total")
-    reported = {}
-    for lv in levels:
-        queries = config.queries[lv]
-        # total population is always reported, measured at this level or not (the US is not)
-        total_measured = any(q.name == "total" for q in queries)
-        reported[lv] = queries if total_measured else (total, *queries)
+    reported = {lv: reported_queries(config, lv) for lv in levels}
 
     def partial(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
@@ -106,6 +101,19 @@ def run_errors(
         [summarise(sums[sums["level"] == lv].drop(columns="level"), lv) for lv in levels],
         ignore_index=True,
     )
+
+
+def reported_queries(config: Config, level: str) -> tuple[Query, ...]:
+    """What the report takes at ``level``: the total population (measured there or not: the
+    US is not), the queries measured there, then the schema's report queries (what the
+    product's users read, ``Schema.report``), each once."""
+    schema, measured = config.schema, list(config.queries[level])
+    total = [] if any(q.name == "total" for q in measured) else [schema.query("total")]
+    wanted = [*total, *measured, *(schema.query(name) for name in schema.report)]
+    unique: dict[str, Query] = {}
+    for query in wanted:
+        unique.setdefault(query.name, query)
+    return tuple(unique.values())
 
 
 def _joined(

@@ -183,6 +183,9 @@ class Schema:
     #: The unit type (the units table's ``gqtype``) each level of ``facility_attribute``
     #: lives in; empty: level i <-> type i.
     facility_types: tuple[int, ...] = ()
+    #: Queries the confidential report takes at every level, measured there or not: what a
+    #: product's users read (DHC-P: sex by the 23 age groups of table P12, and so on).
+    report: tuple[str, ...] = ()
     #: Queries built so far, by canonical name: the levels of a run share them.
     _queries: dict[str, Query] = field(default_factory=dict, repr=False, compare=False)
 
@@ -210,6 +213,8 @@ class Schema:
             self._check_facility_types(self.attribute(self.facility_attribute))
         elif self.facility_types:
             raise UserError(f"schema {self.name!r}: facilities.unit_types needs an attribute")
+        for name in self.report:
+            self.query(name)  # a report query must name groupings this schema has
         for column in self.output:
             if len(column.values) != self.attribute(column.attribute).size:
                 raise UserError(
@@ -386,6 +391,7 @@ def load_schema(name_or_path: str | Path) -> Schema:
 
 _SCHEMA_KEYS = {
     "output",
+    "report",
     "name",
     "description",
     "record",
@@ -430,6 +436,7 @@ def schema_from_dict(data: Mapping) -> Schema:
         output=tuple(_output_column(c, attributes) for c in data.get("output", [])),
         description=data.get("description", ""),
         protected_unit=data.get("protected_unit", ""),
+        report=tuple(data.get("report", ())),
     )
 
 

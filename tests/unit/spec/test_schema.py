@@ -203,3 +203,12 @@ def test_a_query_is_built_once_per_schema(persons):
     assert other_order.cell_map is first.cell_map
     assert other_order.factors == ("cenrace", "votingage")
     assert not first.cell_map.flags.writeable
+
+
+def test_report_queries_must_be_queries_of_the_schema():
+    data = toy_schema_dict()
+    data["report"] = ["big*flag", "total"]
+    assert schema_from_dict(data).report == ("big*flag", "total")
+    data["report"] = ["big*colour"]
+    with pytest.raises(UserError, match="colour"):
+        schema_from_dict(data)
