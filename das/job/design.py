@@ -15,7 +15,7 @@ from das.errors import UserError
 
 def add_design_arguments(
     commands: argparse._SubParsersAction[argparse.ArgumentParser],
-    add_command: Callable[..., argparse.ArgumentParser]
+    add_command: Callable[..., argparse.ArgumentParser],
 ) -> None:
     """``das design``'s parsers; ``add_command`` makes a (sub)command as the cli does."""
     design = add_command(commands, "design", "design the measurements before a run")

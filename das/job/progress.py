@@ -49,10 +49,15 @@ ETA_METHOD = (
 )
 
 
-def run_phases(levels: Sequence[str]) -> tuple[str, ...]:
-    """The phases of a run, in order (``das.job.run`` names its phases so)."""
+def run_phases(levels: Sequence[str], sparse: bool = False) -> tuple[str, ...]:
+    """The phases of a run, in order (``das.job.run`` names its phases so). A sparse run
+    measures each level just before its solve, and has no estimate (``das.job.sparse``)."""
+    end = ("write", "metrics (confidential)", "validate")
+    if sparse:
+        steps = tuple(p for level in levels for p in (f"measure {level}", f"solve {level}"))
+        return ("read", *steps, *end)
     solves = tuple(f"solve {level}" for level in levels)
-    return ("read", "measure", "estimate", *solves, "write", "metrics (confidential)", "validate")
+    return ("read", "measure", "estimate", *solves, *end)
 
 
 def remaining_seconds(
@@ -136,7 +141,9 @@ class Progress:
             elapsed = time.perf_counter() - start
             self.timings[name] = self.timings.get(name, 0.0) + elapsed
             # a phase that did not finish is never reported done, nor counted among those done
-            log.info("%s: %s %s %s", name, ended, "in" if ended == "done" else "after", clock(elapsed))
+            log.info(
+                "%s: %s %s %s", name, ended, "in" if ended == "done" else "after", clock(elapsed)
+            )
             if name in self.plan and ended == "done":
                 self._overall(name)
 
@@ -173,3 +180,27 @@ class Progress:
                 clock(elapsed),
                 eta,
             )
+
+
+@contextmanager
+def phase(
+    progress: Progress,
+    name: str,
+    total: int | None = None,
+    counter: Accumulator | None = None,
+    unit: str = "geounits",
+) -> Iterator[None]:
+    """A progress phase whose Spark jobs carry its name as their description.
+
+    The name shows in the Spark UI's job list and in the event log, where
+    ``bench/bench_cluster.py`` maps stages back to phases (e.g. ``solve block``).
+    """
+    context = progress.context
+    if context is not None:
+        context.setJobDescription(name)
+    try:
+        with progress.phase(name, total, counter, unit):
+            yield
+    finally:
+        if context is not None:
+            context.setJobDescription(None)  # type: ignore[arg-type]  # None clears it

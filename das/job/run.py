@@ -23,12 +23,10 @@ checks, so a refused run leaves the output as it found it.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import pandas as pd
-from pyspark import Accumulator
 from pyspark.sql import DataFrame, SparkSession
 
 from das.confidential.error_sums import noise_errors
@@ -43,8 +41,9 @@ from das.job.failure import cleaned_on_failure
 from das.job.plan import noise_source
 from das.job.preflight import Checked, RunPaths, check_run, run_paths
 from das.job.private import confidential_log, write_timings
-from das.job.progress import Progress, run_phases
+from das.job.progress import Progress, phase, run_phases
 from das.job.record import write_record
+from das.job.sparse import sparse_levels, unavailable_measurement
 from das.output.certificate import (
     Certificate,
     build_certificate,
@@ -73,30 +72,6 @@ class RunResult:
     certificate: Certificate
     geounits: Mapping[str, int] = field(default_factory=dict)  # per level, root first
     geography: bool = False  # whether it published geography/ (a geography file's own codes)
-
-
-@contextmanager
-def phase(
-    progress: Progress,
-    name: str,
-    total: int | None = None,
-    counter: Accumulator | None = None,
-    unit: str = "geounits",
-) -> Iterator[None]:
-    """A progress phase whose Spark jobs carry its name as their description.
-
-    The name shows in the Spark UI's job list and in the event log, where
-    ``bench/bench_cluster.py`` maps stages back to phases (e.g. ``solve block``).
-    """
-    context = progress.context
-    if context is not None:
-        context.setJobDescription(name)
-    try:
-        with progress.phase(name, total, counter, unit):
-            yield
-    finally:
-        if context is not None:
-            context.setJobDescription(None)  # type: ignore[arg-type]  # None clears it
 
 
 def noise_generator(config: Config) -> tuple[Rng, str]:
@@ -137,34 +112,22 @@ def _run(
     spark: SparkSession, config: Config, paths: RunPaths, resume: bool, checked: Checked
 ) -> RunResult:
     input_dir, output, confidential = paths.input, paths.output, paths.confidential
-    progress = Progress(spark.sparkContext, plan=run_phases(config.geography.names))
+    sparse = config.file.strategy.sparse
+    progress = Progress(spark.sparkContext, plan=run_phases(config.geography.names, sparse))
     with phase(progress, "read"):
         histograms = read_histograms(spark, config, input_dir)
         geounits = count_geounits(histograms)
     if not resume:  # the input passed its checks: only now does the run write anything
         write_record(spark, config, output, confidential, checked.fingerprint)
-    nmf, noise_source, measurement = measure(
-        spark, config, histograms, geounits, paths, resume, progress
-    )
-    exchanged = None  # the NMF's rows by subtree, as the estimate left them for the solves
-    with phase(progress, "estimate"):  # the BLUE, from the public files only
-        exchanged = run_estimate(spark, config, output, keep=True)[1]
+    if sparse:
+        reports, protected, measurement, noise_source = sparse_run(
+            spark, config, histograms, geounits, paths, progress
+        )
+    else:
+        reports, protected, measurement, noise_source = dense_run(
+            spark, config, histograms, geounits, paths, resume, progress
+        )
     facts = read_public(spark, config, output)  # invariants/ and geography/, as published
-    below: dict[str, DataFrame] = {}
-    if not all(level_done(spark, output, name) for name in total_pass_levels(config)):
-        with phase(progress, "subtree totals"):  # what each geounit's descendants measured
-            below = below_totals(spark, config, nmf, facts)
-    answers = nmf  # what the families fit: with target "blue", the BLUE beside the NMF's rows
-    if config.file.postprocess.target == "blue":
-        answers = with_blue(nmf, spark, f"{output}/estimates")
-    run = LevelRun(
-        spark, config, output, nmf, answers, facts, geounits, below, exchanged, confidential
-    )
-    try:
-        reports, protected = solve_levels(run, progress)
-    finally:
-        if exchanged is not None:
-            exchanged.release()
     blocks = protected[config.geography.block.name]
     with phase(progress, "write"):
         mdf = f"{output}/mdf"
@@ -192,6 +155,71 @@ def _run(
     )
     coded = any(level.parents is not None for level in histograms.values())
     return RunResult(output, certificate, geounits, geography=coded)
+
+
+def dense_run(
+    spark: SparkSession,
+    config: Config,
+    histograms: dict[str, LevelHistograms],
+    geounits: dict[str, int],
+    paths: RunPaths,
+    resume: bool,
+    progress: Progress,
+) -> tuple[list[LevelReport], dict[str, DataFrame], pd.DataFrame | None, str]:
+    """Every level measured, the BLUE estimated, then every level solved, root first."""
+    output, confidential = paths.output, paths.confidential
+    nmf, noise_source, measurement = measure(
+        spark, config, histograms, geounits, paths, resume, progress
+    )
+    exchanged = None  # the NMF's rows by subtree, as the estimate left them for the solves
+    with phase(progress, "estimate"):  # the BLUE, from the public files only
+        exchanged = run_estimate(spark, config, output, keep=True)[1]
+    facts = read_public(spark, config, output)  # invariants/ and geography/, as published
+    below: dict[str, DataFrame] = {}
+    if not all(level_done(spark, output, name) for name in total_pass_levels(config)):
+        with phase(progress, "subtree totals"):  # what each geounit's descendants measured
+            below = below_totals(spark, config, nmf, facts)
+    answers = nmf  # what the families fit: with target "blue", the BLUE beside the NMF's rows
+    if config.file.postprocess.target == "blue":
+        answers = with_blue(nmf, spark, f"{output}/estimates")
+    run = LevelRun(
+        spark, config, output, nmf, answers, facts, geounits, below, exchanged, confidential
+    )
+    try:
+        reports, protected = solve_levels(run, progress)
+    finally:
+        if exchanged is not None:
+            exchanged.release()
+    return reports, protected, measurement, noise_source
+
+
+def sparse_run(
+    spark: SparkSession,
+    config: Config,
+    histograms: dict[str, LevelHistograms],
+    geounits: dict[str, int],
+    paths: RunPaths,
+    progress: Progress,
+) -> tuple[list[LevelReport], dict[str, DataFrame], pd.DataFrame | None, str]:
+    """Each level measured on its parents' supports just before its solve
+    (``das.job.sparse``); no estimate: the BLUE needs every row of every query."""
+    rng, noise_source = noise_generator(config)
+    log.info("estimate: skipped: a sparse run measures only where the parents' solutions reach")
+    write_run_invariants(spark, config, histograms, paths.output)  # unless complete
+    write_run_geography(spark, config, histograms, paths.output)
+    reports, protected, measurement = sparse_levels(
+        spark,
+        config,
+        histograms,
+        paths.output,
+        paths.confidential,
+        rng,
+        progress,
+        geounits,
+        unavailable_measurement,
+    )
+    write_measurement_errors(spark, measurement, paths.confidential)
+    return reports, protected, measurement, noise_source
 
 
 def measure(

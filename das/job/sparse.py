@@ -1,0 +1,108 @@
+"""A sparse run (``strategy.sparse``): each level measured between the solves, only where
+its parent's protected solution can reach.
+
+A child's count is zero wherever its parent's protected count is zero (children add up to
+their parent), so the family's problem has variables only on the parent's support and
+needs each child's noisy answers only on the query rows that support touches. The parent's
+solution is public (a post-processing of the measurements above), so the measurement can
+take it as given: it draws the child's noise on those rows alone, from per-row keyed
+streams, which are the same rows of the full measurement bit for bit (``das nmf expand``
+gives the rest). This is what makes the DHC persons product (1,227,744 cells) tractable:
+nothing off a parent's support is drawn, stored or solved.
+
+The order is therefore level by level: measure the root (every row), solve it, then for
+each level below, measure its geounits on their parents' supports and solve its families.
+Each level's NMF part and checkpoint are written once; a resumed run reuses both.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+import pandas as pd
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from das.confidential.error_sums import add_error_sums, noise_errors
+from das.errors import UserError
+from das.input.read import LevelHistograms
+from das.job.progress import Progress, phase
+from das.postprocess.levels import LevelRun, solve_and_checkpoint
+from das.postprocess.public import read_public
+from das.postprocess.report import LevelReport
+from das.privacy.generator import Rng
+from das.privacy.nmf import read_nmf
+from das.spark.geocodes import geocode_of
+from das.spec.config import Config
+from das.spec.geography import Level
+
+log = logging.getLogger("das.sparse")
+
+#: Measures one level: (spark, config, level, its histograms, reach or None, run key,
+#: nmf path, observer) -> the noisy answers' error sums (None: not taken).
+MeasureLevel = Callable[..., pd.DataFrame | None]
+
+
+def unavailable_measurement(*args: object) -> pd.DataFrame | None:
+    """Stands for the per-row keyed measurement until it lands (the next commit)."""
+    raise UserError("strategy.sparse: the sparse measurement is not available in this build")
+
+
+def reach_frame(histograms: LevelHistograms, parent: Level, solution: DataFrame) -> DataFrame:
+    """(geocode, cells) of every geounit of a level: the schema cells its parent's
+    protected solution holds, the only cells where its own count can be nonzero. The
+    geounits and their parents are the measurement's (the level's histograms, as the dense
+    measurement lists them); the cells are the parent's published solution."""
+    children = histograms.frame.select("geocode")
+    if histograms.parents is not None:  # the geography file's parents
+        children = children.join(histograms.parents, "geocode", "inner")
+    else:
+        children = children.withColumn("parent", geocode_of("geocode", parent.length))
+    support = solution.select(F.col("geocode").alias("parent"), "cells")
+    return children.join(support, "parent", "left").select(
+        "geocode", F.coalesce("cells", F.array().cast("array<int>")).alias("cells")
+    )
+
+
+def sparse_levels(
+    spark: SparkSession,
+    config: Config,
+    histograms: dict[str, LevelHistograms],
+    output: str,
+    confidential: str,
+    rng: Rng,
+    progress: Progress,
+    geounits: dict[str, int],
+    measure_level: MeasureLevel,
+) -> tuple[list[LevelReport], dict[str, DataFrame], pd.DataFrame]:
+    """Every level, root first: measured on its parents' supports, then solved and
+    checkpointed. Returns the levels' reports, their solutions and the noisy answers'
+    error sums (confidential, for the metrics)."""
+    nmf_path = f"{output}/nmf"
+    observer = noise_errors(config.schema)
+    reports: list[LevelReport] = []
+    protected: dict[str, DataFrame] = {}
+    sums: list[pd.DataFrame] = []
+    parents: DataFrame | None = None
+    levels = config.geography.levels
+    for index, level in enumerate(levels):
+        with phase(progress, f"measure {level.name}"):
+            reach = None
+            if parents is not None:
+                reach = reach_frame(histograms[level.name], levels[index - 1], parents)
+            found = measure_level(
+                spark, config, level.name, histograms[level.name], reach, rng, nmf_path, observer
+            )
+            if found is not None:
+                sums.append(found)
+        nmf = read_nmf(spark, nmf_path)  # every level measured so far, read back from disk
+        facts = read_public(spark, config, output)
+        run = LevelRun(spark, config, output, nmf, nmf, facts, geounits, timings=confidential)
+        parent_count = geounits[levels[index - 1].name] if index else 1
+        counter = progress.counter()
+        with phase(progress, f"solve {level.name}", parent_count, counter, "parents"):
+            parents, report = solve_and_checkpoint(run, index, parents, counter)
+        reports.append(report)
+        protected[level.name] = parents
+    return reports, protected, add_error_sums(sums)
