@@ -13,7 +13,8 @@ from fractions import Fraction
 import numpy as np
 
 from das.privacy.answers import row_sums
-from das.spec.schema import Schema, cenrace_combinations
+from das.spec.cenrace import cenrace_combinations
+from das.spec.schema import Schema
 
 __all__ = [
     "ALL",

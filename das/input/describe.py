@@ -25,22 +25,16 @@ from das.input.contract import (
     Rule,
     Table,
 )
+from das.spec.cenrace import OMB_RACES, cenrace_combinations
 from das.spec.config import InputSection
 from das.spec.markdown import markdown_table
-from das.spec.schema import (
-    OMB_RACES,
-    Attribute,
-    Schema,
-    cenrace_combinations,
-    load_schema,
-    shipped_schemas,
-)
+from das.spec.schema import Attribute, Schema, load_schema, shipped_schemas
 
 #: The schema whose domains and structural zeros the page spells out (every shipped
 #: persons configuration uses it); the others' differences are listed beside it.
 MAIN_SCHEMA = "pl94_persons"
 
-#: The OMB race each flag of ``das.spec.schema.OMB_RACES`` stands for.
+#: The OMB race each flag of ``das.spec.cenrace.OMB_RACES`` stands for.
 RACE_NAMES = {
     "white": "White",
     "black": "Black or African American",

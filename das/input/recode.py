@@ -14,7 +14,8 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 
 from das.errors import UserError
-from das.spec.schema import Attribute, Schema, cenrace_combinations
+from das.spec.cenrace import cenrace_combinations
+from das.spec.schema import Attribute, Schema
 
 
 def attribute_code(attribute: Attribute, source: Sequence[Column] | None = None) -> Column:

@@ -2,7 +2,7 @@
 
 Each line of a table is a set of cells of the run's histogram, given as the levels it
 keeps of some attributes (an attribute it does not name is summed over). The race lines
-are built from the CENRACE order (``das.spec.schema.cenrace_combinations``): the 63
+are built from the CENRACE order (``das.spec.cenrace.cenrace_combinations``): the 63
 combinations are, in order, P1's detail lines, with a line for each number of races
 before its combinations. A table applies to a schema that has the attributes it names,
 with as many levels as it expects, so the same definitions serve the persons product
@@ -22,7 +22,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from das.errors import InternalError
-from das.spec.schema import Schema, cenrace_combinations
+from das.spec.cenrace import cenrace_combinations
+from das.spec.schema import Schema
 
 RACE_NAMES = (
     "White",

@@ -15,7 +15,6 @@ rows of ones) is built from that index only on demand, one entry per cell, never
 
 from __future__ import annotations
 
-import itertools
 import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -27,6 +26,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from das.errors import UserError
+from das.spec.cenrace import LEVEL_GENERATORS
 
 #: Recode names the reader understands (see ``das.input.read``), with the keys each one takes.
 RECODES: dict[str, tuple[str, ...]] = {
@@ -36,25 +36,6 @@ RECODES: dict[str, tuple[str, ...]] = {
     "cut": ("cuts", "valid_range"),  # integer column binned at the cut points
     "race_flags": (),  # six boolean race columns -> CENRACE combination 0..62
 }
-
-OMB_RACES = ("white", "black", "aian", "asian", "nhpi", "sor")
-
-
-def cenrace_combinations() -> list[tuple[int, ...]]:
-    """The 63 CENRACE categories as tuples of race indices, in CENRACE code order.
-
-    Codes 1-6 are the single races in OMB order, then all two-race combinations in
-    lexicographic order, then three-race, and so on up to code 63 = all six races.
-    """
-    return [c for k in range(1, 7) for c in itertools.combinations(range(6), k)]
-
-
-def _cenrace63_levels() -> tuple[str, ...]:
-    return tuple("_".join(OMB_RACES[i] for i in combo) for combo in cenrace_combinations())
-
-
-#: Generated level lists a schema may name instead of spelling out.
-LEVEL_GENERATORS = {"cenrace63": _cenrace63_levels}
 
 
 @dataclass(frozen=True)

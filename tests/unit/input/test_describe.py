@@ -9,7 +9,8 @@ import pyarrow as pa
 from das.fixtures.common import fixture_problems
 from das.input import describe
 from das.input.contract import PERSONS, TABLES, UNIT_TYPES, UNITS, table_rules
-from das.spec.schema import OMB_RACES, cenrace_combinations, load_schema, shipped_schemas
+from das.spec.cenrace import OMB_RACES, cenrace_combinations
+from das.spec.schema import load_schema, shipped_schemas
 from tests.conftest import ROOT
 
 PAGE = ROOT / "docs" / "input.md"

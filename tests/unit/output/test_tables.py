@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from das.output.tables import histogram, line_counts, pl94_tables, tables_for
-from das.spec.schema import cenrace_combinations, load_schema, schema_from_dict
+from das.spec.cenrace import cenrace_combinations
+from das.spec.schema import load_schema, schema_from_dict
 
 PERSONS = load_schema("pl94_persons")
 UNITS = load_schema("h1_units")

@@ -3,7 +3,8 @@ import pytest
 import scipy.sparse as sp
 
 from das.errors import UserError
-from das.spec.schema import cenrace_combinations, load_schema, schema_from_dict, shipped_schemas
+from das.spec.cenrace import cenrace_combinations
+from das.spec.schema import load_schema, schema_from_dict, shipped_schemas
 
 PL94_QUERIES = [
     "total",
