@@ -102,6 +102,12 @@ class PostprocessSection(_Section):
     mip_gap: float = Field(default=1e-3, ge=0.0, le=1.0)
     #: Guard (seconds) per rounding MIP; the MIPs stop on node limits (das.solve.rounding).
     mip_time_limit: float = Field(default=120.0, gt=0.0)
+    #: The output directory of a finished run of another product that this run's output
+    #: must agree with (the 2020 DHC-P agreed with the P.L. 94-171 microdata): every
+    #: geounit's ``agree_on`` counts are held equal to that run's, exactly.
+    agree_with: str | None = None
+    #: The query of this schema whose rows are the other product's cells, in order.
+    agree_on: str | None = None
 
 
 class SparkSection(_Section):
@@ -260,6 +266,7 @@ def _derive(file: ConfigFile, origin: str) -> Config:
         query_shares=file.budget.queries,
     )
     passes = _passes(file.strategy.passes, queries)
+    _check_agreement(file.postprocess, schema)
     invariant_level = file.strategy.invariants.get("total")
     if invariant_level is not None:
         geography.level(invariant_level)
@@ -276,6 +283,19 @@ def _derive(file: ConfigFile, origin: str) -> Config:
         passes=passes,
         total_invariant_level=invariant_level,
     )
+
+
+def _check_agreement(section: PostprocessSection, schema: Schema) -> None:
+    if (section.agree_with is None) != (section.agree_on is None):
+        raise UserError(
+            "postprocess.agree_with and postprocess.agree_on go together: the run to agree "
+            "with, and the query of this schema whose rows are that run's cells"
+        )
+    if section.agree_on is not None:
+        try:
+            schema.query(section.agree_on)
+        except UserError as exc:
+            raise UserError(f"postprocess.agree_on: {exc}") from None
 
 
 def _level_queries(schema: Schema, level: str, shares: Mapping[str, Fraction]) -> tuple[Query, ...]:
