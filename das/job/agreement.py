@@ -16,44 +16,19 @@ would tabulate it on Spark.
 
 from __future__ import annotations
 
-import json
 import os
 
 import numpy as np
 import pandas as pd
 from pyspark.sql import DataFrame, SparkSession
 
-from das.errors import UserError
-from das.job.record import RUN_JSON
+from das.output.agreement import agreed_schema
 from das.output.geounits import hierarchy, run_blocks, run_parents
 from das.output.tabulate import grouped, mdf_blocks, mdf_histogram
 from das.spec.config import Config
-from das.spec.schema import Schema, load_schema
 
 #: The agreement's rows per geounit, as the solves read them.
 AGREEMENT_SCHEMA = "geocode string, cells array<int>, counts array<bigint>"
-
-
-def agreed_schema(config: Config) -> Schema:
-    """The other run's schema, checked against ``agree_on``: same number of cells."""
-    other = config.file.postprocess.agree_with
-    assert other is not None and config.file.postprocess.agree_on is not None
-    record = os.path.join(other, RUN_JSON)
-    if not os.path.isfile(record) or not os.path.isdir(os.path.join(other, "mdf")):
-        raise UserError(
-            f"postprocess.agree_with: {other} is not the output directory of a finished run "
-            f"(no {RUN_JSON} or no mdf/)"
-        )
-    with open(record, encoding="utf-8") as file:
-        name = json.load(file)["run"]["schema"]
-    schema = load_schema(name)
-    query = config.schema.query(config.file.postprocess.agree_on)
-    if query.size != schema.size:
-        raise UserError(
-            f"postprocess.agree_on: {query.name!r} has {query.size:,} rows, but {other} is a "
-            f"run of schema {name!r}, whose histogram has {schema.size:,} cells"
-        )
-    return schema
 
 
 def read_agreement(spark: SparkSession, config: Config) -> dict[str, DataFrame]:

@@ -204,8 +204,7 @@ def _intro() -> str:
         f'pandas show them (`pyarrow.parquet.read_schema(f).metadata[b"{MODE_KEY}"]`); those '
         "of `levels/`, `invariants/`, `geography/` (and any file Spark writes where pyarrow "
         "cannot open the output: Spark's writer takes no key-value entry of ours) only in "
-        "Spark's entry.\n\n"
-        + markdown_table(("path", "content"), _PUBLIC)
+        "Spark's entry.\n\n" + markdown_table(("path", "content"), _PUBLIC)
     )
 
 

@@ -25,6 +25,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from das.errors import InternalError, UserError
+from das.output.agreement import check_agreement
 from das.output.microdata import GEOGRAPHY_COLUMNS
 from das.privacy.nmf import NMF_SCHEMA
 from das.spark import storage
@@ -114,6 +115,7 @@ def _check_records(
         finally:
             blocks.unpersist()
     problems += check_nmf(spark, output)
+    problems += check_agreement(output, config)
     problems += check_invariants(spark, output, config)
     problems += check_marks(spark, output, RunMode.of(config.seed))
     problems += check_certificate(certificate, mdf.count(), config)
@@ -311,7 +313,9 @@ def check_invariants(spark: SparkSession, output: str, config: Config) -> list[s
     declared = {(level, kind.query) for kind in published(config) for level in kind.levels}
     path = f"{output}/invariants"
     if not storage.exists(spark, path):
-        return [f"{path} is missing, but the configuration publishes invariants"] if declared else []
+        return (
+            [f"{path} is missing, but the configuration publishes invariants"] if declared else []
+        )
     found = {
         (row["level"], row["query"])
         for row in spark.read.parquet(path).select("level", "query").distinct().collect()
@@ -354,5 +358,3 @@ def check_certificate(certificate: Mapping[str, Any], records: int, config: Conf
             f"certificate rho {privacy['rho']['exact']}, config rho {config.budget.rho}"
         )
     return problems
-
-

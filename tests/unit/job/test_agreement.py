@@ -5,10 +5,12 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from das.errors import UserError
-from das.job.agreement import agreed_schema
+from das.output.agreement import agreed_schema, check_agreement
 from das.spec.config import load_config
 from das.spec.schema import load_schema
 
@@ -85,3 +87,42 @@ def test_agree_with_and_agree_on_go_together_and_name_a_query():
             "configs/dhcp_production.toml",
             ["postprocess.agree_with=out/pl94", "postprocess.agree_on=colour*sex"],
         )
+
+
+def _mdf(directory, records: list[tuple[str, int, int, int, int]]) -> None:
+    """A minimal MDF of (block GEOID, GQTYPE_PL, VOTING_AGE, CENHISP, CENRACE) records,
+    partitioned by state and county as the writer does."""
+    for state_county in sorted({r[0][:5] for r in records}):
+        rows = [r for r in records if r[0][:5] == state_county]
+        part = directory / f"TABBLKST={state_county[:2]}" / f"TABBLKCOU={state_county[2:]}"
+        part.mkdir(parents=True)
+        table = pa.table(
+            {
+                "TABTRACTCE": [r[0][5:11] for r in rows],
+                "TABBLK": [r[0][11:] for r in rows],
+                **{name: [r[i + 1] for r in rows] for i, name in enumerate(PL_COLUMNS)},
+            }
+        )
+        pq.write_table(table, part / "part-0.parquet")
+
+
+PL_COLUMNS = ("GQTYPE_PL", "VOTING_AGE", "CENHISP", "CENRACE")
+
+
+def test_the_validator_counts_the_block_cells_that_differ_from_the_agreed_run(tmp_path):
+    other, mine = tmp_path / "pl94", tmp_path / "dhc"
+    records = [("440010101001000", 0, 2, 1, 1)] * 3 + [("440030201002001", 5, 2, 1, 2)]
+    _mdf(other / "mdf", records)
+    (other / "run.json").write_text(json.dumps({"run": {"schema": "pl94_persons"}}))
+    _mdf(mine / "mdf", records)
+    config = load_config(
+        "configs/dhcp_production.toml",
+        [f"postprocess.agree_with={other}", f"postprocess.agree_on={AGREE_ON}"],
+    )
+    assert check_agreement(str(mine), config) == []
+    moved = [*records[:2], ("440010101001000", 0, 1, 1, 1), records[3]]  # one adult a child
+    _mdf(tmp_path / "moved" / "mdf", moved)
+    assert check_agreement(str(tmp_path / "moved"), config) == [
+        f"2 block cells of schema 'pl94_persons' differ from {other}'s (agree_with), "
+        "e.g. block 440010101001000 cell 0: +1"
+    ]
