@@ -143,6 +143,64 @@ def _block(key: np.ndarray, row: int, counter: int, out: np.ndarray, base: int) 
     out[base + 7] = ((x14 + s14) & _MASK) | (((x15 + s15) & _MASK) << w)
 
 
+_LANES = 64  # rows whose first blocks are computed side by side (the compiler vectorises)
+
+
+@jit_cached
+def _quarter_lanes(x: np.ndarray, a: int, b: int, c: int, d: int) -> None:
+    """A ChaCha20 quarter round on rows a, b, c, d of ``x`` (16 x lanes, uint32), every
+    lane at once: uint32 stores wrap, so no mask."""
+    for lane in range(x.shape[1]):
+        xa = np.uint32(x[a, lane] + x[b, lane])
+        t = np.uint32(x[d, lane] ^ xa)
+        xd = np.uint32((t << np.uint32(16)) | (t >> np.uint32(16)))
+        xc = np.uint32(x[c, lane] + xd)
+        t = np.uint32(x[b, lane] ^ xc)
+        xb = np.uint32((t << np.uint32(12)) | (t >> np.uint32(20)))
+        xa = np.uint32(xa + xb)
+        t = np.uint32(xd ^ xa)
+        xd = np.uint32((t << np.uint32(8)) | (t >> np.uint32(24)))
+        xc = np.uint32(xc + xd)
+        t = np.uint32(xb ^ xc)
+        xb = np.uint32((t << np.uint32(7)) | (t >> np.uint32(25)))
+        x[a, lane], x[b, lane], x[c, lane], x[d, lane] = xa, xb, xc, xd
+
+
+@jit_cached
+def _first_blocks(keys: np.ndarray, owners: np.ndarray, rows: np.ndarray, out: np.ndarray) -> None:
+    """Block 0 of each row's stream into out[i, :8], as ``_block`` makes it, _LANES rows
+    at a time: about twice ``_block``'s speed, and most rows need no other block."""
+    s = np.empty((16, _LANES), dtype=np.uint32)
+    x = np.empty((16, _LANES), dtype=np.uint32)
+    for begin in range(0, rows.size, _LANES):
+        lanes = min(_LANES, rows.size - begin)
+        for lane in range(lanes):
+            row = rows[begin + lane]
+            for k in range(4):
+                s[k, lane] = _SIGMA[k]
+            for k in range(8):
+                s[4 + k, lane] = np.uint32(keys[owners[begin + lane], k])
+            s[12, lane] = 0
+            s[13, lane] = np.uint32(row & 0xFFFF_FFFF)
+            s[14, lane] = np.uint32((row >> 32) & 0xFFFF_FFFF)
+            s[15, lane] = 0
+        x[:, :] = s
+        for _ in range(10):
+            _quarter_lanes(x, 0, 4, 8, 12)
+            _quarter_lanes(x, 1, 5, 9, 13)
+            _quarter_lanes(x, 2, 6, 10, 14)
+            _quarter_lanes(x, 3, 7, 11, 15)
+            _quarter_lanes(x, 0, 5, 10, 15)
+            _quarter_lanes(x, 1, 6, 11, 12)
+            _quarter_lanes(x, 2, 7, 8, 13)
+            _quarter_lanes(x, 3, 4, 9, 14)
+        for lane in range(lanes):
+            for j in range(8):
+                low = np.uint64(np.uint32(x[2 * j, lane] + s[2 * j, lane]))
+                high = np.uint64(np.uint32(x[2 * j + 1, lane] + s[2 * j + 1, lane]))
+                out[begin + lane, j] = low | (high << np.uint64(32))
+
+
 @jit_cached
 def _rows_kernel(
     keys: np.ndarray,
@@ -165,11 +223,13 @@ def _rows_kernel(
     status = np.empty(n, dtype=np.int64)
     buffer = np.empty(8 * _MAX_BLOCKS, dtype=np.uint64)
     signed = buffer.view(np.int64)
+    first = np.empty((n, 8), dtype=np.uint64)
+    _first_blocks(keys, owners, rows, first)
     for i in range(n):
         key = keys[owners[i]]
         row = rows[i]
         blocks = 1  # 8 words: enough for 72% of draws at sigma 30 (7.6 on average)
-        _block(key, row, 0, buffer, 0)
+        buffer[:8] = first[i]
         pos = 0
         while True:
             state, pos, _, _ = kernel.candidates(
