@@ -217,7 +217,9 @@ def measure_level_sparse(
     reuse it where a previous run finished it.
 
     ``reach`` (columns ``REACH_COLUMNS``: geocode, cells array<int>) gives each geounit of
-    the level the schema cells its parent's protected solution holds; None at the root,
+    the level the schema cells its parent's protected solution holds. It must come from
+    that published solution, never from the input: which rows are measured is then public,
+    and the NMF a post-processing of the full measurement. None at the root,
     where every row is measured. A geounit in ``reach`` without persons is measured on its
     reach all the same (its true answers are zero); one missing from ``reach`` has nothing
     to measure and gets rows with no values. Geounits are hash-partitioned by geocode and
