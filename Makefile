@@ -8,7 +8,7 @@ OUT    ?= out
 SEED   ?= 2020
 PERSONS ?= 200000
 
-.PHONY: install lock lock-check run test test-fast lint docs layout bench bench-quick bench-docs bench-design bench-design-budget bench-e2e bench-read bench-noise bench-optimize bench-cluster bench-coverage bench-accuracy bench-h1 bench-national clean cluster-up cluster-down dist
+.PHONY: install lock lock-check run test test-fast lint docs layout bench bench-quick bench-docs bench-design bench-design-budget bench-e2e bench-read bench-noise bench-sparse-nmf bench-optimize bench-cluster bench-coverage bench-accuracy bench-h1 bench-national clean cluster-up cluster-down dist
 
 ## make install: .venv with das (editable) and every dependency at the version constraints.txt
 ## pins, so that the same seed gives the same output on every fresh install (HiGHS and numba
@@ -114,6 +114,11 @@ bench-read: install
 ## make bench-noise: the exact sampler, with OpenDP's in the same process; writes noise.json.
 bench-noise: install
 	$(BIN)/python -m bench.bench_noise
+
+## make bench-sparse-nmf: bytes per noisy value of a sparse DHC-P block level beside the
+## discrete Gaussian's entropy (the floor); writes sparse_nmf.json.
+bench-sparse-nmf: install
+	$(BIN)/python -m bench.bench_sparse_nmf
 
 ## make bench-optimize: the per-parent solver against the cvxpy reference; writes optimize.json.
 bench-optimize: install

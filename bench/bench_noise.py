@@ -3,6 +3,9 @@
     python -m bench.bench_noise [--size 1000000] [--repeats 5] [--opendp-size 100000]
         [--calls 20000] [--results DIR]
 
+Beside each variance: the same draws keyed per row (``das.privacy.keyed``, what a sparse
+run draws: one draw per row, each from its own ChaCha20 nonce), rows per second.
+
 Prints a table and writes ``noise.json``. Everything runs in one process on one core, ours
 and OpenDP's in the same run, so the ratio is meaningful even on a machine shared with
 other work (the load average at the start and end is recorded so that a noisy run can be
@@ -20,14 +23,17 @@ from collections.abc import Callable
 from fractions import Fraction
 from typing import Any
 
+import numpy as np
+
 from bench.harness import add_results_argument, package_version, spread, write_results
 from das.privacy.bernoulli import TOLERANCE
 from das.privacy.candidates import Stats, compiled_draws
 from das.privacy.generator import Rng, secure_rng
+from das.privacy.keyed import keyed_rows, measurement_key
 from das.privacy.plan import sampling_plan
 from das.privacy.sampler import discrete_gaussian, discrete_gaussian_rows
 
-SIGMA2S = (Fraction(1), Fraction(10), Fraction(100), Fraction(10**4))
+SIGMA2S = (Fraction(1), Fraction(10), Fraction(100), Fraction(10000, 11), Fraction(10**4))
 
 
 def timed(call: Callable[[], object], repeats: int) -> list[float]:
@@ -64,6 +70,18 @@ def ours_throughput(sigma2: Fraction, size: int, repeats: int) -> dict[str, Any]
         "candidates_per_draw": None if stats is None else stats.candidates / size,
         "words_per_draw": (rng.words_used - before) / size,
         "exact_decisions_per_draw": None if stats is None else stats.exact_decisions / size,
+    }
+
+
+def keyed_throughput(sigma2: Fraction, size: int, repeats: int) -> dict[str, Any]:
+    """Rows per second of ``keyed_rows``: ``size`` rows of one measurement, one draw each."""
+    key = measurement_key(secure_rng(), "block|440070001001000|detailed")
+    owners, rows = np.zeros(size, dtype=np.int64), np.arange(size, dtype=np.int64)
+    times = timed(lambda: keyed_rows([key], owners, rows, sigma2), repeats)
+    return {
+        "rows_per_s_best": size / min(times),
+        "rows_per_s_median": size / statistics.median(times),
+        "seconds": spread(times),
     }
 
 
@@ -137,7 +155,16 @@ def main(argv: list[str] | None = None) -> dict[str, object]:
         ours = ours_throughput(sigma2, args.size, args.repeats)
         theirs = opendp_throughput(sigma2, args.opendp_size, 2)
         ratio = None if theirs is None else ours["draws_per_s_best"] / theirs["draws_per_s_best"]
-        rows.append({"sigma2": str(sigma2), "ours": ours, "opendp": theirs, "ratio_best": ratio})
+        keyed = keyed_throughput(sigma2, args.size, args.repeats)
+        rows.append(
+            {
+                "sigma2": str(sigma2),
+                "ours": ours,
+                "opendp": theirs,
+                "ratio_best": ratio,
+                "keyed": keyed,
+            }
+        )
 
     overhead = []
     for size, calls in ((1, args.calls), (2016, max(1, args.calls // 20))):
@@ -177,22 +204,32 @@ def main(argv: list[str] | None = None) -> dict[str, object]:
 
 def report(result: dict[str, object]) -> None:
     print(f"opendp {result['versions']['opendp']}; load {result['load_average_before'][0]:.2f}")
-    print(f"\n{'sigma2':>8} {'ours best/s':>13} {'ours median/s':>14} "
-          f"{'opendp best/s':>14} {'ratio':>7} {'words/draw':>11}")
+    print(
+        f"\n{'sigma2':>8} {'ours best/s':>13} {'ours median/s':>14} "
+        f"{'opendp best/s':>14} {'ratio':>7} {'words/draw':>11} {'keyed rows/s':>13}"
+    )
     for row in result["throughput"]:
         ours, theirs = row["ours"], row["opendp"]
         opendp = f"{theirs['draws_per_s_best']:14,.0f}" if theirs else f"{'n/a':>14}"
         ratio = f"{row['ratio_best']:7.0f}" if row["ratio_best"] else f"{'n/a':>7}"
-        print(f"{row['sigma2']:>8} {ours['draws_per_s_best']:13,.0f} "
-              f"{ours['draws_per_s_median']:14,.0f} {opendp} {ratio} "
-              f"{ours['words_per_draw']:11.2f}")
-    print(f"\n{'size':>6} {'child per call':>15} {'us/call':>9} {'us/stream, one call for all':>28}")
+        print(
+            f"{row['sigma2']:>8} {ours['draws_per_s_best']:13,.0f} "
+            f"{ours['draws_per_s_median']:14,.0f} {opendp} {ratio} "
+            f"{ours['words_per_draw']:11.2f} {row['keyed']['rows_per_s_best']:13,.0f}"
+        )
+    print(
+        f"\n{'size':>6} {'child per call':>15} {'us/call':>9} {'us/stream, one call for all':>28}"
+    )
     for row in result["per_call"]:
         rows = row["us_per_stream_one_call"]
-        print(f"{row['size']:>6} {row['fresh_child_per_call']!s:>15} {row['us_per_call']:9.1f} "
-              f"{'' if rows is None else f'{rows:.1f}':>28}")
-    print(f"\nchild(label): {result['child_creation_us']:.2f} us; "
-          f"keystream: {result['keystream_gbytes_per_s']:.2f} GB/s")
+        print(
+            f"{row['size']:>6} {row['fresh_child_per_call']!s:>15} {row['us_per_call']:9.1f} "
+            f"{'' if rows is None else f'{rows:.1f}':>28}"
+        )
+    print(
+        f"\nchild(label): {result['child_creation_us']:.2f} us; "
+        f"keystream: {result['keystream_gbytes_per_s']:.2f} GB/s"
+    )
 
 
 if __name__ == "__main__":

@@ -52,6 +52,7 @@ BENCHMARKS = (
         (),
         ("--size", "100000", "--repeats", "1", "--opendp-size", "10000", "--calls", "2000"),
     ),
+    Benchmark("bench_sparse_nmf", (), ("--blocks", "20")),
     Benchmark(
         "bench_optimize", (), ("--instances", "3", "--reference", "1", "--mip-time-limit", "5")
     ),
@@ -137,7 +138,9 @@ def main(argv: list[str] | None = None) -> int:
         rows.append([benchmark.name, "ok" if code == 0 else f"failed (exit {code})", seconds])
     if not args.quick:
         code, seconds = run("bench.performance_page", [])
-        rows.append(["docs/performance.md", "ok" if code == 0 else f"failed (exit {code})", seconds])
+        rows.append(
+            ["docs/performance.md", "ok" if code == 0 else f"failed (exit {code})", seconds]
+        )
     print()
     print_table(["benchmark", "status", "seconds"], rows)
     print(f"\nwall time: {time.perf_counter() - started:.0f} s")

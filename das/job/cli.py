@@ -19,6 +19,7 @@ from pathlib import Path
 
 from das.errors import InternalError, UserError
 from das.job.design import add_design_arguments, design_command
+from das.job.nmf_command import add_nmf_arguments, nmf_command
 
 log = logging.getLogger("das")
 
@@ -219,6 +220,7 @@ def parser() -> argparse.ArgumentParser:
     add_product_arguments(synthetic)
     add_cluster_arguments(commands)
     add_design_arguments(commands, add_command)
+    add_nmf_arguments(commands, add_command)
     return top
 
 
@@ -447,6 +449,7 @@ COMMANDS = {
     "audit": audit_command,
     "cluster": cluster_command,
     "design": design_command,
+    "nmf": nmf_command,
 }
 
 
