@@ -32,7 +32,13 @@ from das.estimate.exchange import Exchanged
 from das.postprocess.from_files import by_files, covers
 from das.postprocess.public import PublicFacts, level_invariants, with_parent
 from das.postprocess.report import LevelReport
-from das.postprocess.rows import SOLUTION_ARROW, family_rows, family_table
+from das.postprocess.rows import (
+    ROWS,
+    SOLUTION_ARROW,
+    family_rows,
+    family_table,
+    support_family_rows,
+)
 from das.privacy.nmf import level_measurements
 from das.solve.plan import LevelPlan, level_plan
 from das.solve.target import ESTIMATE_SUFFIX, VARIANCE_SUFFIX, target_names
@@ -143,17 +149,23 @@ def solve_level(
         "inner",
     )
     size = config.schema.size
+    sparse = config.file.strategy.sparse
 
     def solve(group: pa.Table) -> pa.Table:
-        parent = np.zeros(size, dtype=np.int64)
-        parent[np.asarray(group.column("parent_cells")[0].values, dtype=np.int64)] = np.asarray(
-            group.column("parent_counts")[0].values, dtype=np.int64
-        )
-        rows = family_rows(plan, group, parent)
+        cells = np.asarray(group.column("parent_cells")[0].values, dtype=np.int64)
+        counts = np.asarray(group.column("parent_counts")[0].values, dtype=np.int64)
+        if sparse:  # on the parent's support: never a row as wide as the schema
+            rows = support_family_rows(plan, group, cells, counts)
+        else:
+            parent = np.zeros(size, dtype=np.int64)
+            parent[cells] = counts
+            rows = family_rows(plan, group, parent)
         if counter is not None:
             counter.add(1)
         return rows
 
+    if sparse:  # each child's rows differ in length: gathered per family, with their rows
+        return _by_hash(run.answers, children, plan, parent_of, solve, sparse=True)
     partitions = config.file.spark.shuffle_partitions
     if parent_count > SIZE_ORDER_MAX_PARENTS * partitions:
         files = run.exchanged if plan.target == "measurements" else None  # the NMF's rows only
@@ -202,18 +214,19 @@ def _by_hash(
     plan: LevelPlan,
     parent_of: Callable[[DataFrame], DataFrame],
     solve: Callable[[pa.Table], pa.Table],
+    sparse: bool = False,
 ) -> DataFrame:
     """Many parents (block groups, blocks): no family is a large share of the level, and
     the range partitioner's sampling pass (it recomputes its input) would cost more than
     any balance gained. The NMF rows and the children are co-grouped by parent, each side
     hash-partitioned once, and each family's answers are pivoted in Python
     (``family_table``): pivoting in Spark first shuffled every noisy answer twice, by
-    geounit and then by parent.
+    geounit and then by parent. A sparse run's families come this way at every level,
+    each NMF row with the query rows its values hold (``rows``).
     """
     names = _names(plan)
-    answers = parent_of(_answers(nmf, plan).select("geocode", "query", "values")).select(
-        "parent", "geocode", "query", "values"
-    )
+    columns = ["geocode", "query", "values", *([ROWS] if sparse else [])]
+    answers = parent_of(_answers(nmf, plan).select(*columns)).select("parent", *columns)
     return (
         answers.groupBy("parent")
         .cogroup(children.groupBy("parent"))

@@ -1,6 +1,9 @@
 """A family's rows in and out of Spark: its children's noisy answers gathered from the NMF's
 rows (``family_table``), and its solution as rows of a level's checkpoint
-(``family_rows``, ``SOLUTION_ARROW``). Arrow in and out; the solving is ``das.solve``'s.
+(``family_rows``, ``SOLUTION_ARROW``; ``support_family_rows`` for a sparse run, whose
+children are measured only on the rows their parent's support reaches and whose family is
+solved on that support: ``das.solve.support``). Arrow in and out; the solving is
+``das.solve``'s.
 """
 
 from __future__ import annotations
@@ -13,8 +16,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from das.errors import InternalError
-from das.solve.family import BELOW, BELOW_VARIANCE, solve_family
+from das.solve.family import BELOW, BELOW_VARIANCE, FamilyResult, solve_family
 from das.solve.plan import LevelPlan
+from das.solve.support import restricted_plan, support_answers, support_of
 
 #: The rows of a level's checkpoint, one per child (``das.postprocess.levels`` derives
 #: Spark's schema from this one, so the two cannot drift apart).
@@ -31,6 +35,10 @@ SOLUTION_ARROW = pa.schema(
         pa.field("mip_gap", pa.float64(), nullable=False),
     ]
 )
+
+
+#: The NMF's column of the query rows a sparse run's values hold (``das.privacy.nmf``).
+ROWS = "rows"
 
 
 def _matrix(table: pa.Table, column: str, dtype: type) -> np.ndarray:
@@ -62,6 +70,52 @@ def family_rows(plan: LevelPlan, group: pa.Table, parent: np.ndarray | None) -> 
     answers = per_query(0)
     # the BLUE's columns follow the noisy answers', then its variances' (target_names)
     blue = (per_query(k), per_query(2 * k)) if plan.target == "blue" else None
+    units, totals, below = _invariants(plan, group)
+    result = solve_family(plan, parent, answers, units, totals, blue, below)
+    return _solution_table(group, result, None, time.perf_counter() - start)
+
+
+def support_family_rows(
+    plan: LevelPlan, group: pa.Table, parent_cells: np.ndarray, parent_counts: np.ndarray
+) -> pa.Table:
+    """``family_rows`` for a sparse run: the family solved on its parent's support (the
+    parent's solution, ``parent_cells`` and ``parent_counts``), never over the schema.
+
+    Column ``q{i}`` holds each child's noisy answers to query i and ``r{i}`` the query rows
+    they are (the NMF's ``rows``; null: every row). Each child's answers are read on the
+    rows the support reaches only (``das.solve.support.support_answers``, which refuses a
+    measurement that lacks one of them); the BLUE is not available to a sparse run.
+    """
+    start = time.perf_counter()
+    order = pc.sort_indices(group, [("geocode", "ascending")]).to_numpy()
+    if not np.array_equal(order, np.arange(group.num_rows)):
+        group = group.take(order)
+    if plan.target == "blue":
+        raise InternalError(f"level {plan.level}: a sparse run's families cannot fit the BLUE")
+    support = support_of(plan, parent_cells, parent_counts)
+    who = group.column("geocode").to_pylist()
+    answers = {}
+    for i, query in enumerate(plan.queries):
+        values = [np.asarray(v.values) for v in group.column(f"q{i}").combine_chunks()]
+        rows_column = f"r{i}"
+        rows = (
+            [None if r.values is None else np.asarray(r.values) for r in group.column(rows_column)]
+            if rows_column in group.column_names
+            else [None] * group.num_rows
+        )
+        answers[query.name] = support_answers(support, query.name, values, rows, who)
+    units, totals, below = _invariants(plan, group)
+    result = solve_family(
+        restricted_plan(plan, support), support.counts, answers, units, totals, None, below
+    )
+    return _solution_table(group, result, support.cells, time.perf_counter() - start)
+
+
+def _invariants(
+    plan: LevelPlan, group: pa.Table
+) -> tuple[np.ndarray, np.ndarray | None, tuple[np.ndarray, np.ndarray] | None]:
+    """The children's units, their exact totals (where invariant) and their subtrees'
+    totals (``das.postprocess.below``; None where not computed)."""
     units = _matrix(group, "units", np.int64)
     totals = group.column("total").to_numpy().astype(np.int64) if plan.totals_invariant else None
     below = None
@@ -70,11 +124,18 @@ def family_rows(plan: LevelPlan, group: pa.Table, parent: np.ndarray | None) -> 
             pc.fill_null(group.column(BELOW), np.nan).to_numpy().astype(np.float64),
             pc.fill_null(group.column(BELOW_VARIANCE), np.nan).to_numpy().astype(np.float64),
         )
-    result = solve_family(plan, parent, answers, units, totals, blue, below)
-    seconds = time.perf_counter() - start
+    return units, totals, below
+
+
+def _solution_table(
+    group: pa.Table, result: FamilyResult, cells: np.ndarray | None, seconds: float
+) -> pa.Table:
+    """The family's checkpoint rows: each child's positive cells (``result.counts``'
+    columns, or the schema cells ``cells`` they stand for) and counts."""
     counts = result.counts
     children = counts.shape[0]
-    child, cell = np.nonzero(counts)  # row-major: each child's positive cells in order
+    child, column = np.nonzero(counts)  # row-major: each child's positive cells in order
+    cell = column if cells is None else cells[column]  # the support's cells are ascending
     offsets = np.concatenate([[0], np.cumsum(np.bincount(child, minlength=children))])
     first = np.arange(children) == 0
     columns = [
@@ -86,7 +147,7 @@ def family_rows(plan: LevelPlan, group: pa.Table, parent: np.ndarray | None) -> 
         ),
         pa.ListArray.from_arrays(
             pa.array(offsets, pa.int32()),
-            pa.array(counts[child, cell].astype(np.int64)),
+            pa.array(counts[child, column].astype(np.int64)),
             type=SOLUTION_ARROW.field("counts").type,
         ),
         pa.array(first.astype(np.int32)),
@@ -99,8 +160,9 @@ def family_rows(plan: LevelPlan, group: pa.Table, parent: np.ndarray | None) -> 
 
 def family_table(answers: pa.Table, children: pa.Table, queries: Sequence[str]) -> pa.Table:
     """One family as the pivot gives it (``children`` with column ``q{i}`` = values of the
-    query named queries[i]) from its NMF rows (``answers``: geocode, query, values), checking
-    that every child has exactly one answer to every query and no other geounit has any.
+    query named queries[i]) from its NMF rows (``answers``: geocode, query, values, and for
+    a sparse run rows, which go to column ``r{i}``), checking that every child has exactly
+    one answer to every query and no other geounit has any.
 
     Compared and gathered in Arrow (the sorted keys against the expected ones, then every
     query's values in one take), which is faster than Python lists of the keys.
@@ -128,9 +190,18 @@ def family_table(answers: pa.Table, children: pa.Table, queries: Sequence[str]) 
         )
     offsets = np.array([position[q] for q in queries], dtype=np.int64)
     rows = (np.arange(n)[None, :] * k + offsets[:, None]).ravel()  # query-major
-    values = answers.column("values").take(order.take(pa.array(rows))).combine_chunks()
+    taken = order.take(pa.array(rows))
+    values = answers.column("values").take(taken).combine_chunks()
+    # a sparse run's NMF: the query rows each list of values holds (null: every row)
+    held = (
+        answers.column("rows").take(taken).combine_chunks()
+        if ROWS in answers.column_names
+        else None
+    )
     for i in range(len(queries)):
         children = children.append_column(f"q{i}", values.slice(i * n, n))
+        if held is not None:
+            children = children.append_column(f"r{i}", held.slice(i * n, n))
     return children
 
 

@@ -45,18 +45,23 @@ BELOW, BELOW_VARIANCE = "below", "below_variance"
 Bounds = tuple[np.ndarray | None, np.ndarray | None, np.ndarray | None]
 
 
-def facility_bounds(schema: Schema, units: np.ndarray) -> Bounds:
-    """Group of each cell and per-child bounds from the units table.
+def facility_bounds(schema: Schema, units: np.ndarray, cells: np.ndarray | None = None) -> Bounds:
+    """Group of each cell (of ``cells``; None: of the schema) and per-child bounds from the
+    units table.
 
-    A child holds at least one person per occupied group-quarters facility of a type, and
-    nobody of a type it has no unit of (households need a housing unit). Upper bounds
+    A cell's group is the unit type its facility level lives in (``facilities.unit_types``:
+    DHC-P's 42 relationship and GQ levels live in 8 types; P.L. 94-171's hhgq level i is
+    type i). A child holds at least one person per occupied group-quarters facility of a
+    type, and nobody of a type it has no unit of (households need a housing unit). Upper bounds
     beyond that are derived by the solver from fixed totals.
     """
     if schema.facility_attribute is None:
         return None, None, None
     axis = schema.axis(schema.facility_attribute)
-    groups = schema.cell_codes(np.arange(schema.size))[:, axis]
-    n_groups = schema.attribute(schema.facility_attribute).size
+    types = np.asarray(schema.unit_type_of_levels(), dtype=np.int64)  # a level's unit type
+    levels = schema.cell_codes(np.arange(schema.size) if cells is None else cells)[:, axis]
+    groups = types[levels]
+    n_groups = int(types.max()) + 1
     units = np.asarray(units, dtype=np.int64)[:, :n_groups]
     lower = units.copy()
     lower[:, 0] = 0  # a housing unit may be vacant
@@ -117,7 +122,7 @@ def _pass_problem(
         parent=parent,
         n_children=n_children,
         measurements=measurements,
-        structural_zero=plan.schema.structural_zero_mask,
+        structural_zero=plan.structural_zero_mask(),
         facility_groups=groups,
         group_lower=lower,
         group_upper=upper,
@@ -140,7 +145,7 @@ def solve_family(
     noisy ``answers``; with ``blue``, the passes after the ``total``-only one fit the
     children's BLUE instead, weighted by its variances; with ``below``, the total pass
     also fits what the children's subtrees measured."""
-    bounds = facility_bounds(plan.schema, units)
+    bounds = facility_bounds(plan.schema, units, plan.cells)
     by_name = {q.name: q for q in plan.queries}
     solve = solver_named(plan.solver)
     fixed: list[FixedQuery] = []

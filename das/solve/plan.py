@@ -4,7 +4,9 @@ Spark task (or a notebook) can solve a family with it."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+import numpy as np
 
 from das.solve.target import level_target
 from das.spec.config import Config
@@ -29,6 +31,19 @@ class LevelPlan:
     solver: str  # a name in das.solve.solvers.SOLVERS
     mip_gap: float
     mip_time_limit: float
+    #: The schema cells the queries are stated over, ascending (``das.solve.support``: a
+    #: parent's support, each query's ``cell_map`` then indexing only the rows those cells
+    #: reach); None: every cell of the schema.
+    cells: np.ndarray | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def n_cells(self) -> int:
+        return self.schema.size if self.cells is None else int(self.cells.size)
+
+    def structural_zero_mask(self) -> np.ndarray:
+        """The structural zeros over the plan's cells."""
+        mask = self.schema.structural_zero_mask
+        return mask if self.cells is None else mask[self.cells]
 
 
 def level_plan(config: Config, level: str) -> LevelPlan:

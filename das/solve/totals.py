@@ -43,7 +43,7 @@ def combined_information(
     (docs/accuracy.md). It is post-processing of public inputs: the noisy answers and the
     parent's solution.
     """
-    live = ~plan.schema.structural_zero_mask
+    live = ~plan.structural_zero_mask()
     if parent is not None:
         live &= parent > 0
     children = len(next(iter(answers.values())))

@@ -245,6 +245,12 @@ def _derive(file: ConfigFile, origin: str) -> Config:
             "run.production = true refuses a fixed seed (run.seed or --seed): production noise "
             "must come from the operating system's secure generator and no seed may exist"
         )
+    if file.strategy.sparse and file.postprocess.target == "blue":
+        raise UserError(
+            'strategy.sparse = true needs postprocess.target = "measurements": a sparse run '
+            "measures each geounit only on the rows its parent's solution reaches, and the "
+            "BLUE (estimates/) needs every row of every query"
+        )
     schema_ref = file.run.schema_name
     if schema_ref.endswith(".toml") and not Path(schema_ref).is_absolute():
         schema_ref = str(Path(origin).parent / schema_ref)

@@ -147,3 +147,20 @@ def test_postprocess_target_defaults_to_the_measurements_and_refuses_other_names
         "invalid configuration\n  --set postprocess.target='best': Input should be 'blue' or "
         "'measurements' (got 'best')"
     )
+
+
+def test_a_sparse_run_refuses_the_blue_as_its_target():
+    """A sparse run measures each geounit on its parent's support only; the BLUE needs
+    every row of every query, so the two are refused together, whichever key says so."""
+    dhc = ROOT / "configs" / "dhcp_production.toml"
+    assert load_config(dhc).file.strategy.sparse
+    with pytest.raises(UserError) as info:
+        load_config(dhc, overrides=["postprocess.target='blue'"])
+    assert str(info.value) == (
+        "--set postprocess.target='blue': strategy.sparse = true needs postprocess.target = "
+        '"measurements": a sparse run measures each geounit only on the rows its parent\'s '
+        "solution reaches, and the BLUE (estimates/) needs every row of every query"
+    )
+    with pytest.raises(UserError, match=r"^--set strategy\.sparse=true: strategy\.sparse = true"):
+        load_config(PRODUCTION, overrides=["strategy.sparse=true"])
+    assert not load_config(PRODUCTION).file.strategy.sparse
