@@ -32,10 +32,8 @@ def nmf_complete(spark: SparkSession, path: str) -> bool:
 
 
 def read_nmf(spark: SparkSession, path: str) -> DataFrame:
-    """The noisy measurements, read back from disk: the only source post-processing uses.
-    Files at any depth: a sparse run writes a directory per level (``das.privacy.sparse``),
-    and every level written so far reads as one table."""
-    return spark.read.schema(NMF_SCHEMA).option("recursiveFileLookup", "true").parquet(path)
+    """The noisy measurements, read back from disk: the only source post-processing uses."""
+    return spark.read.schema(NMF_SCHEMA).parquet(path)
 
 
 def pivot_measurements(

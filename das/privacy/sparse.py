@@ -12,10 +12,12 @@ by published data: post-processing. ``das nmf expand`` recomputes any other row.
 The root has no parent: every row is measured there, still with keyed noise, so that
 every level of a sparse NMF follows one contract and its ``rows`` column is always set.
 
-Each level is written once into its own directory, ``<nmf>/level-<name>/``, with its own
-``_SUCCESS``; a level found complete is reused and never drawn again, so a resumed run
-publishes the draws it published before. ``das.privacy.nmf.read_nmf`` reads every level
-written so far as one table.
+Each level is written once, as files ``<nmf>/part-<level>-<partition>.parquet`` beside the
+other levels' (so ``nmf/`` reads as one table, as a dense run's does, whoever reads it)
+and then its marker ``<nmf>/_SUCCESS.level-<level>`` (hidden from readers, as ``_SUCCESS``
+is); a level found marked is reused and never drawn again, so a resumed run publishes the
+draws it published before. ``nmf/_SUCCESS`` itself is the caller's, once every level is
+measured.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from fractions import Fraction
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.fs as pafs
 from pyspark import Accumulator
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -36,11 +39,19 @@ from das.errors import InternalError
 from das.input.read import LevelHistograms
 from das.privacy.generator import Rng
 from das.privacy.keyed import keyed_rows, measurement_key
-from das.privacy.measure import NMF_ARROW, _files, noise_label
+from das.privacy.measure import NMF_ARROW, noise_label
 from das.privacy.nmf import NMF_SCHEMA
 from das.spark.marks import RunMode
-from das.spark.storage import exists, qualified
-from das.spark.task_files import ROWS_SCHEMA, arrow_target, finish, repeated_strings
+from das.spark.storage import arrow_uri, delete, exists, qualified, write_text
+from das.spark.task_files import (
+    ROWS_SCHEMA,
+    Target,
+    partition_id,
+    remove_hidden,
+    repeated_strings,
+    rows_written,
+    write_parquet,
+)
 from das.spec.config import Config
 from das.spec.schema import Query
 
@@ -55,24 +66,61 @@ REACH_COLUMNS = ("geocode", "cells")
 
 @dataclass(frozen=True)
 class SparseLevel:
-    """What ``measure_level_sparse`` did: the level's directory, and whether it was found
-    complete (reused, nothing drawn) rather than measured now."""
+    """What ``measure_level_sparse`` did: the NMF it wrote into, and whether the level was
+    found complete (reused, nothing drawn) rather than measured now."""
 
     level: str
     path: str
     reused: bool
 
 
-def level_path(nmf: str, level: str) -> str:
-    """The directory of one level of a sparse NMF."""
-    if not level or level.startswith(("_", ".")) or "/" in level:
-        raise InternalError(f"level name {level!r} cannot name an NMF directory")
-    return f"{nmf.rstrip('/')}/level-{level}"
+def level_marker(nmf: str, level: str) -> str:
+    """The file that marks ``level``'s measurements complete in a sparse NMF."""
+    if not level or "/" in level or "-" in level or level.startswith((".", "_")):
+        raise InternalError(f"level name {level!r} cannot name an NMF file")
+    return f"{nmf.rstrip('/')}/_SUCCESS.level-{level}"
 
 
 def level_complete(spark: SparkSession, nmf: str, level: str) -> bool:
     """True when a previous run finished writing ``level``'s measurements."""
-    return exists(spark, f"{level_path(nmf, level)}/_SUCCESS")
+    return exists(spark, level_marker(nmf, level))
+
+
+def _level_prefix(level: str) -> str:
+    """The names of ``level``'s files start so (a level name has no ``-``)."""
+    return f"part-{level}-"
+
+
+def _level_target(qualified_nmf: str, level: str) -> Target | None:
+    """``nmf/`` opened for one level's files: made if missing, with that level's files of
+    an attempt that did not finish removed (the other levels' kept); None where pyarrow
+    cannot open it."""
+    uri = arrow_uri(qualified_nmf)
+    try:
+        fs, path = pafs.FileSystem.from_uri(uri)
+        fs.create_dir(path, recursive=True)
+        for info in fs.get_file_info(pafs.FileSelector(path)):
+            if info.base_name.startswith(_level_prefix(level)):
+                fs.delete_file(info.path)
+    except (OSError, ValueError, pa.ArrowException):
+        return None
+    return Target(uri)
+
+
+def _level_files(
+    noisy: Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]],
+    target: Target,
+    schema: pa.Schema,
+    level: str,
+) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """The executors' function: the partition's rows into ``part-<level>-<partition>``
+    (zstd, as the dense NMF's files), and their count out."""
+
+    def written(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        name = f"{_level_prefix(level)}{partition_id():05d}.parquet"
+        yield rows_written(write_parquet(target, name, schema, noisy(batches), "zstd"))
+
+    return written
 
 
 def measure_sparse_geounits(
@@ -213,8 +261,8 @@ def measure_level_sparse(
     nmf: str,
     counter: Accumulator | None = None,
 ) -> SparseLevel:
-    """Measure one level sparsely into ``<nmf>/level-<level>/`` (see the module's doc), or
-    reuse it where a previous run finished it.
+    """Measure one level sparsely into ``nmf`` (see the module's doc), or reuse it where a
+    previous run finished it.
 
     ``reach`` (columns ``REACH_COLUMNS``: geocode, cells array<int>) gives each geounit of
     the level the schema cells its parent's protected solution holds. It must come from
@@ -228,10 +276,10 @@ def measure_level_sparse(
     No ``NoiseObserver`` here: its contract is the dense noise (geounits x query size),
     which a sparse level never draws.
     """
-    path = level_path(nmf, level)
-    if level_complete(spark, nmf, level):
-        log.info("measure: %s already measured in %s; reused, nothing drawn", level, path)
-        return SparseLevel(level, path, reused=True)
+    marker = level_marker(nmf, level)
+    if exists(spark, marker):
+        log.info("measure: %s already measured in %s; reused, nothing drawn", level, nmf)
+        return SparseLevel(level, nmf, reused=True)
     if level not in config.queries:
         raise InternalError(f"level {level!r} has no queries in the configuration")
     geounits = histograms.frame.select("geocode", "cells", "counts")
@@ -251,15 +299,22 @@ def measure_level_sparse(
     ordered = geounits.repartition(partitions, "geocode").sortWithinPartitions("geocode")
     noisy = _sparse_rows(level, config, rng, root, counter)
     mode = RunMode.of(config.seed)
-    target = arrow_target(qualified(spark, path))
+    target = _level_target(qualified(spark, nmf), level)
     if target is None:
-        log.info("measure: %s is written by Spark (pyarrow cannot open %s)", level, path)
-        ordered.mapInArrow(noisy, NMF_SCHEMA).transform(mode.mark).write.mode("overwrite").parquet(
-            path
-        )
+        # Spark appends (its commit protocol places the files only when the job commits)
+        # and writes nmf/_SUCCESS, which is not its to write here: removed unless it was
+        log.info("measure: %s is written by Spark (pyarrow cannot open %s)", level, nmf)
+        whole = exists(spark, f"{nmf.rstrip('/')}/_SUCCESS")
+        ordered.mapInArrow(noisy, NMF_SCHEMA).transform(mode.mark).write.mode("append").parquet(nmf)
+        if not whole:
+            delete(spark, f"{nmf.rstrip('/')}/_SUCCESS")
+        write_text(spark, marker, "")
     else:
-        files = _files(noisy, target, mode.arrow_schema(NMF_SCHEMA))
+        files = _level_files(noisy, target, mode.arrow_schema(NMF_SCHEMA), level)
         ordered.mapInArrow(files, ROWS_SCHEMA).collect()
-        finish(target)
-    log.info("measure: %s measured sparsely into %s", level, path)
-    return SparseLevel(level, path, reused=False)
+        remove_hidden(target)
+        fs, path = target.open()
+        with fs.open_output_stream(f"{path}/{marker.rpartition('/')[2]}"):
+            pass  # as task_files.mark_complete: no checksum file beside it
+    log.info("measure: %s measured sparsely into %s", level, nmf)
+    return SparseLevel(level, nmf, reused=False)

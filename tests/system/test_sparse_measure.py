@@ -1,6 +1,6 @@
-"""Sparse measurement through Spark: each level into its own directory of the NMF, read
-back with the others as one table, every value the true answer plus the dense keyed draw
-of its row, and a finished level reused rather than drawn again."""
+"""Sparse measurement through Spark: each level's files beside the others' in nmf/, read
+back as one table by any Parquet reader, every value the true answer plus the dense keyed
+draw of its row, and a finished level reused rather than drawn again."""
 
 from __future__ import annotations
 
@@ -43,6 +43,13 @@ def test_levels_measured_sparsely_read_back_as_one_nmf_and_are_written_once(spar
     done = measure_level_sparse(spark, config, "county", levels["county"], reach, rng, nmf)
     assert not done.reused and level_complete(spark, nmf, "county")
 
+    names = sorted(p.name for p in (tmp_path / "nmf").iterdir())
+    assert names == [
+        "_SUCCESS.level-county", f"_SUCCESS.level-{root}",
+        "part-county-00000.parquet", "part-county-00001.parquet",
+        f"part-{root}-00000.parquet", f"part-{root}-00001.parquet",
+    ]  # fmt: skip
+    assert spark.read.parquet(nmf).count() == read_nmf(spark, nmf).count()  # any reader
     rows = {(r["level"], r["geocode"], r["query"]): r for r in read_nmf(spark, nmf).collect()}
     assert {key[:2] for key in rows} == {
         *[(root, r["geocode"]) for r in levels[root].frame.collect()],
@@ -74,10 +81,23 @@ def test_levels_measured_sparsely_read_back_as_one_nmf_and_are_written_once(spar
             assert row["rows"] == held.tolist()
             assert row["values"] == (query.answer(cells, counts)[held] + noise).tolist()
 
-    before = sorted(p.stat().st_mtime_ns for p in (tmp_path / "nmf" / "level-county").iterdir())
+    before = {p.name: p.stat().st_mtime_ns for p in (tmp_path / "nmf").iterdir()}
     again = measure_level_sparse(
         spark, config, "county", levels["county"], reach, seeded_rng(99), nmf
     )
     assert again.reused
-    after = sorted(p.stat().st_mtime_ns for p in (tmp_path / "nmf" / "level-county").iterdir())
-    assert before == after
+    assert {p.name: p.stat().st_mtime_ns for p in (tmp_path / "nmf").iterdir()} == before
+
+    # a level whose attempt did not finish (files, no marker) is measured again: its files
+    # replaced, the other levels' kept
+    (tmp_path / "nmf" / "_SUCCESS.level-county").unlink()
+    (tmp_path / "nmf" / "part-county-00007.parquet").write_bytes(b"left by a failed attempt")
+    assert not measure_level_sparse(
+        spark, config, "county", levels["county"], reach, rng, nmf
+    ).reused
+    after = {p.name: p.stat().st_mtime_ns for p in (tmp_path / "nmf").iterdir()}
+    assert after.keys() == before.keys()
+    assert after[f"part-{root}-00000.parquet"] == before[f"part-{root}-00000.parquet"]
+    assert read_nmf(spark, nmf).filter("level = 'county'").count() == 3 * len(
+        config.queries["county"]
+    )

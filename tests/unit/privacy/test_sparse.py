@@ -10,7 +10,7 @@ from das.errors import InternalError
 from das.privacy.generator import seeded_rng
 from das.privacy.keyed import row_noise
 from das.privacy.measure import noise_label
-from das.privacy.sparse import level_path, measure_sparse_geounits
+from das.privacy.sparse import level_marker, measure_sparse_geounits
 from das.spec.config import load_config
 from tests.conftest import ROOT
 
@@ -112,8 +112,8 @@ def test_an_empty_reach_holds_no_rows_and_no_geounit_writes_an_empty_batch() -> 
     assert empty.num_rows == 0
 
 
-def test_level_directories_are_named_and_refuse_names_spark_would_hide() -> None:
-    assert level_path("out/nmf/", "block") == "out/nmf/level-block"
-    for bad in ("", "_x", ".x", "a/b"):
-        with pytest.raises(InternalError, match="cannot name an NMF directory"):
-            level_path("out/nmf", bad)
+def test_level_markers_are_hidden_and_refuse_names_that_would_clash() -> None:
+    assert level_marker("out/nmf/", "block") == "out/nmf/_SUCCESS.level-block"
+    for bad in ("", "_x", ".x", "a/b", "block-group"):
+        with pytest.raises(InternalError, match="cannot name an NMF file"):
+            level_marker("out/nmf", bad)
