@@ -43,7 +43,7 @@ from das.job.preflight import Checked, RunPaths, check_run, run_paths
 from das.job.private import confidential_log, write_timings
 from das.job.progress import Progress, phase, run_phases
 from das.job.record import write_record
-from das.job.sparse import sparse_levels, unavailable_measurement
+from das.job.sparse import sparse_levels
 from das.output.certificate import (
     Certificate,
     build_certificate,
@@ -207,19 +207,10 @@ def sparse_run(
     log.info("estimate: skipped: a sparse run measures only where the parents' solutions reach")
     write_run_invariants(spark, config, histograms, paths.output)  # unless complete
     write_run_geography(spark, config, histograms, paths.output)
-    reports, protected, measurement = sparse_levels(
-        spark,
-        config,
-        histograms,
-        paths.output,
-        paths.confidential,
-        rng,
-        progress,
-        geounits,
-        unavailable_measurement,
+    reports, protected = sparse_levels(
+        spark, config, histograms, paths.output, paths.confidential, rng, progress, geounits
     )
-    write_measurement_errors(spark, measurement, paths.confidential)
-    return reports, protected, measurement, noise_source
+    return reports, protected, None, noise_source
 
 
 def measure(

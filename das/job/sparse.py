@@ -18,14 +18,10 @@ Each level's NMF part and checkpoint are written once; a resumed run reuses both
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 
-import pandas as pd
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from das.confidential.error_sums import add_error_sums, noise_errors
-from das.errors import UserError
 from das.input.read import LevelHistograms
 from das.job.progress import Progress, phase
 from das.postprocess.levels import LevelRun, solve_and_checkpoint
@@ -33,20 +29,12 @@ from das.postprocess.public import read_public
 from das.postprocess.report import LevelReport
 from das.privacy.generator import Rng
 from das.privacy.nmf import read_nmf
+from das.privacy.sparse import measure_level_sparse
 from das.spark.geocodes import geocode_of
 from das.spec.config import Config
 from das.spec.geography import Level
 
 log = logging.getLogger("das.sparse")
-
-#: Measures one level: (spark, config, level, its histograms, reach or None, run key,
-#: nmf path, observer) -> the noisy answers' error sums (None: not taken).
-MeasureLevel = Callable[..., pd.DataFrame | None]
-
-
-def unavailable_measurement(*args: object) -> pd.DataFrame | None:
-    """Stands for the per-row keyed measurement until it lands (the next commit)."""
-    raise UserError("strategy.sparse: the sparse measurement is not available in this build")
 
 
 def reach_frame(histograms: LevelHistograms, parent: Level, solution: DataFrame) -> DataFrame:
@@ -74,28 +62,24 @@ def sparse_levels(
     rng: Rng,
     progress: Progress,
     geounits: dict[str, int],
-    measure_level: MeasureLevel,
-) -> tuple[list[LevelReport], dict[str, DataFrame], pd.DataFrame]:
+) -> tuple[list[LevelReport], dict[str, DataFrame]]:
     """Every level, root first: measured on its parents' supports, then solved and
-    checkpointed. Returns the levels' reports, their solutions and the noisy answers'
-    error sums (confidential, for the metrics)."""
+    checkpointed. Returns the levels' reports and their solutions. The noisy answers'
+    error sums are not taken: a sparse level never draws the dense noise they sum."""
     nmf_path = f"{output}/nmf"
-    observer = noise_errors(config.schema)
     reports: list[LevelReport] = []
     protected: dict[str, DataFrame] = {}
-    sums: list[pd.DataFrame] = []
     parents: DataFrame | None = None
     levels = config.geography.levels
     for index, level in enumerate(levels):
-        with phase(progress, f"measure {level.name}"):
+        counter = progress.counter()
+        with phase(progress, f"measure {level.name}", geounits[level.name], counter):
             reach = None
             if parents is not None:
                 reach = reach_frame(histograms[level.name], levels[index - 1], parents)
-            found = measure_level(
-                spark, config, level.name, histograms[level.name], reach, rng, nmf_path, observer
+            measure_level_sparse(
+                spark, config, level.name, histograms[level.name], reach, rng, nmf_path, counter
             )
-            if found is not None:
-                sums.append(found)
         nmf = read_nmf(spark, nmf_path)  # every level measured so far, read back from disk
         facts = read_public(spark, config, output)
         run = LevelRun(spark, config, output, nmf, nmf, facts, geounits, timings=confidential)
@@ -105,4 +89,4 @@ def sparse_levels(
             parents, report = solve_and_checkpoint(run, index, parents, counter)
         reports.append(report)
         protected[level.name] = parents
-    return reports, protected, add_error_sums(sums)
+    return reports, protected
