@@ -31,6 +31,7 @@ from das.privacy.generator import Rng
 from das.privacy.nmf import read_nmf
 from das.privacy.sparse import measure_level_sparse
 from das.spark.geocodes import geocode_of
+from das.spark.storage import write_text
 from das.spec.config import Config
 from das.spec.geography import Level
 
@@ -89,4 +90,5 @@ def sparse_levels(
             parents, report = solve_and_checkpoint(run, index, parents, counter)
         reports.append(report)
         protected[level.name] = parents
+    write_text(spark, f"{nmf_path}/_SUCCESS", "")  # every level measured: the NMF is whole
     return reports, protected
