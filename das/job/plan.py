@@ -52,15 +52,18 @@ class Output:
     public: bool
 
 
-def outputs(paths: RunPaths, geography: bool | None = None) -> tuple[Output, ...]:
+def outputs(
+    paths: RunPaths, geography: bool | None = None, sparse: bool = False
+) -> tuple[Output, ...]:
     """Every output of a run, public ones first. ``geography``: whether the run publishes
-    ``geography/`` (None: not known yet, so it is listed with its condition)."""
+    ``geography/`` (None: not known yet, so it is listed with its condition); ``sparse``: a
+    sparse run, which has no ``estimates/``."""
     out, secret = paths.output.rstrip("/"), paths.confidential.rstrip("/")
     parents = "geography (parents)" if geography else "geography (a geography file's own codes)"
     return (
         Output("protected microdata (MDF)", f"{out}/mdf/", True),
         Output("noisy measurements (NMF)", f"{out}/nmf/", True),
-        Output("estimates (BLUE, variances)", f"{out}/estimates/", True),
+        *([] if sparse else [Output("estimates (BLUE, variances)", f"{out}/estimates/", True)]),
         Output("invariants", f"{out}/invariants/", True),
         *([] if geography is False else [Output(parents, f"{out}/geography/", True)]),
         Output("level checkpoints", f"{out}/levels/<level>/", True),
@@ -72,10 +75,10 @@ def outputs(paths: RunPaths, geography: bool | None = None) -> tuple[Output, ...
     )
 
 
-def output_lines(paths: RunPaths, geography: bool | None = None) -> list[str]:
+def output_lines(paths: RunPaths, geography: bool | None = None, sparse: bool = False) -> list[str]:
     """The outputs as aligned lines (``geography``: as ``outputs``'); the confidential
     ones say so."""
-    found = outputs(paths, geography)
+    found = outputs(paths, geography, sparse)
     width = max(len(o.what) for o in found)
     return [
         f"  {o.what:<{width}}  {o.path}" + ("" if o.public else "  (confidential: never publish)")
@@ -163,6 +166,6 @@ def render_plan(config: Config, paths: RunPaths) -> str:
         *_unused_lines(privacy),
         "",
         "outputs:",
-        *output_lines(paths),
+        *output_lines(paths, sparse=config.file.strategy.sparse),
     ]
     return "\n".join(lines)

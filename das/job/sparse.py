@@ -90,5 +90,8 @@ def sparse_levels(
             parents, report = solve_and_checkpoint(run, index, parents, counter)
         reports.append(report)
         protected[level.name] = parents
+        # Spark's cache matches a read of nmf/ by its plan, not by the files it found:
+        # left cached, the next level's read_public would list this level's geounits only
+        facts.geounits.unpersist()
     write_text(spark, f"{nmf_path}/_SUCCESS", "")  # every level measured: the NMF is whole
     return reports, protected

@@ -36,6 +36,6 @@ def render_summary(
         f"  privacy:   rho = {privacy.rho} ({float(privacy.rho):.6g}), epsilon = "
         f"{privacy.epsilon_cks:.4f} at delta = {float(privacy.delta):.3g}",
         "outputs:",
-        *output_lines(paths, geography),
+        *output_lines(paths, geography, config.file.strategy.sparse),
     ]
     return "\n".join(lines)

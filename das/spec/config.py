@@ -251,6 +251,14 @@ def _derive(file: ConfigFile, origin: str) -> Config:
             "measures each geounit only on the rows its parent's solution reaches, and the "
             "BLUE (estimates/) needs every row of every query"
         )
+    post = file.postprocess
+    if file.strategy.sparse and post.combine_totals and post.subtree_totals:
+        raise UserError(
+            "strategy.sparse = true needs postprocess.subtree_totals = false (or "
+            "combine_totals = false): the subtree totals sum every level's measurements "
+            "bottom-up before the first solve, and a sparse run measures a level only after "
+            "its parents are solved"
+        )
     schema_ref = file.run.schema_name
     if schema_ref.endswith(".toml") and not Path(schema_ref).is_absolute():
         schema_ref = str(Path(origin).parent / schema_ref)

@@ -164,3 +164,13 @@ def test_a_sparse_run_refuses_the_blue_as_its_target():
     with pytest.raises(UserError, match=r"^--set strategy\.sparse=true: strategy\.sparse = true"):
         load_config(PRODUCTION, overrides=["strategy.sparse=true"])
     assert not load_config(PRODUCTION).file.strategy.sparse
+
+
+def test_a_sparse_run_refuses_the_subtree_totals_it_cannot_have():
+    """The subtree totals are a bottom-up pass over every level's measurements, before the
+    first solve; a sparse run measures each level only after its parents are solved."""
+    sparse = ["strategy.sparse=true", "postprocess.target='measurements'"]
+    with pytest.raises(UserError, match=r"needs postprocess\.subtree_totals = false"):
+        load_config(PRODUCTION, overrides=sparse)
+    assert load_config(PRODUCTION, overrides=[*sparse, "postprocess.subtree_totals=false"])
+    assert load_config(PRODUCTION, overrides=[*sparse, "postprocess.combine_totals=false"])
