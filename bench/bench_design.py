@@ -271,7 +271,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
                 figures[name][s]["standard block group total"] = standard_block_group_mae(
                     run, input_dir, blocks["geoid"]
                 )
-    rule, note = rule2020_reference(Path(args.results), args.seeds, figures["standard"])
+    reference, note = rule2020_reference(Path(args.results), args.seeds, figures["standard"])
     per_seed = [
         {"variant": "optimised" if name == names[1] else name, "seed": s, "what": what, "mae": v}
         for name in names
@@ -279,7 +279,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         for what, v in figures[name][s].items()
     ] + [
         {"variant": "rule2020", "seed": s, "what": "block_group total", "mae": v}
-        for s, v in rule.items()
+        for s, v in reference.items()
     ]
     expected = {name: blue_total_se(run_dir(work, name, args.seeds[0])) for name in names[:2]}
     first = pd.read_csv(confidential_dir(run_dir(work, "standard", args.seeds[0])) / "targets.csv")

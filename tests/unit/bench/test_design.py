@@ -169,6 +169,13 @@ def test_the_docs_section_is_made_from_the_results_and_replaces_only_itself():
         design_page.replaced("no markers", data)
 
 
+def test_the_committed_design_page_shows_the_committed_results():
+    """Regenerate with ``python -m bench.design_page`` after design.json changes."""
+    data = json.loads((REPO / "bench/results/design.json").read_text())
+    page = (REPO / "docs/design.md").read_text()
+    assert design_page.replaced(page, data) == page
+
+
 def test_the_optimised_variant_takes_the_spine_and_both_the_targets(tmp_path: Path):
     chosen = variants(tmp_path / "spine.parquet", tmp_path / "places.parquet")
     assert chosen["standard"].overrides == (f"input.targets='{tmp_path}/places.parquet'",)
