@@ -34,7 +34,8 @@ def section(data: Mapping[str, Any]) -> str:
         f"`{data['command']}`, {code}{' with uncommitted changes' if data.get('dirty') else ''}, "
         f"{data.get('timestamp', '')}; seeds {seeds}; input {data['input']}.",
         "",
-        f"The 2020 rule's block-group figures are {note['file']}'s `rule2020` runs (seeds "
+        f"The 2020 rule's block-group figures are the accuracy benchmark's `rule2020` runs "
+        f"({Path(note['file']).name} beside design.json; seeds "
         f"{', '.join(str(s) for s in note['seeds']) or 'none'}), used because its production "
         f"runs have exactly this bench's standard-spine tract and block-group MAE at every "
         f"seed: {'yes' if note['comparable'] else 'no (not used)'}.",
