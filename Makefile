@@ -91,11 +91,13 @@ bench: install
 bench-quick: install
 	$(BIN)/python -m bench.run_all --out $(OUT) --quick
 
-## make bench-docs: docs/performance.md and docs/accuracy.md from the committed results files
-## and bench/goals.py, nothing rerun (tests hold both pages equal to what this makes).
+## make bench-docs: docs/performance.md, docs/accuracy.md and docs/design.md's measured section
+## from the committed results files and bench/goals.py, nothing rerun (tests hold the pages
+## equal to what this makes).
 bench-docs: install
 	$(BIN)/python -m bench.performance_page
 	$(BIN)/python -m bench.accuracy_results
+	$(BIN)/python -m bench.design_page
 
 ## make bench-design-budget: `das design budget` on RI's hierarchy for the 2020 workload
 ## (configs/workloads/pl94_2020.toml); writes bench/results/design_budget.json.
@@ -136,12 +138,16 @@ bench-cluster: install
 bench-coverage: install
 	$(BIN)/python -m bench.bench_coverage --work $(OUT)/coverage $(if $(RI),--ri $(RI))
 
-## make bench-design: synthetic places on the RI fixture, the optimised spine for them, and the
-## production job on the standard and the optimised spine per seed (SEEDS, default 1-5; two runs
-## of a few minutes each per seed, kept in $(OUT)/design); writes bench/results/design.json.
+## make bench-design: the measurement design on the RI fixture in one command: `das design
+## budget` for the 2020 workload, synthetic places and the optimised spine for them, and the
+## production job per seed (SEEDS, default 1-5) with the 2020 shares, the designed shares and
+## on the optimised spine (three runs of 10-25 minutes each per seed, kept in $(OUT)/design, so
+## an interrupted bench resumes); prints the tables and writes bench/results/design.json
+## (then `make bench-docs` for docs/design.md); RI=DIR: an RI input already built. QUICK mode:
+## make bench-quick.
 SEEDS ?= 1 2 3 4 5
 bench-design: install
-	$(BIN)/python -m bench.bench_design --work $(OUT)/design --seeds $(SEEDS)
+	$(BIN)/python -m bench.bench_design --work $(OUT)/design --seeds $(SEEDS) $(if $(RI),--input $(RI))
 
 ## make bench-national: the production job on the largest county family (10M persons, 2,500
 ## tracts), the largest state family (5M, 254 counties) and a nation of 52 states (5M),

@@ -1,35 +1,46 @@
-"""The optimised spine against the standard one: place, tract and county error (issue 54).
+"""The measurement design on RI, in one command (issue 54): the designed budget and the
+optimised spine, each against the 2020 production's, over seeds.
 
     python -m bench.bench_design --work DIR [--seeds 1 2 3 4 5] [--input DIR]
-        [--places-seed 1] [--cutoff 12] [--keep-block-groups]
+        [--places-seed 1] [--cutoff 12] [--split-block-groups] [--strict-bound]
     python -m bench.bench_design places --input DIR --seed S --out FILE
 
-On --input (default: the RI fixture, built into DIR/ri_input), draws synthetic places
-(``das.design.places``: contiguous runs of blocks in GEOID order, sized by the Bureau's
-place size distribution, from the fixture's block counts) into DIR/places.parquet, builds
-the optimised spine for them (``das design spine``) into DIR/spine.parquet, and runs the
-production job (local[2], seeded test mode) per seed twice: on the standard spine
-(variant ``standard``) and on the optimised one (``optimised``, ``input.geography`` set),
-both with ``input.targets`` set to the places, so that each run's confidential report
-gives the places' total MAE by size class (targets.csv). The runs are
-bench.accuracy_runs' (DIR/<variant>/seed<s>, kept when finished).
+On --input (default: the RI fixture, built into DIR/ri_input):
 
-Prints and writes to bench/results/design.json: the spine's fanout and pieces per place
-before and after; per size class the places' total MAE of each variant (mean over the
-seeds) beside the Bureau's published figure; the tract and county total MAE; and the
-issue's goals (places <= 0.7x the standard spine's, tracts and counties <= 1.05x).
+1. draws synthetic places (``das.design.places``: contiguous runs of blocks in GEOID
+   order, sized by the Bureau's place size distribution) into DIR/places.parquet and
+   builds the optimised spine for them (``das design spine``, its default settings unless
+   given) into DIR/spine.parquet;
+2. designs the shares for the 2020 workload (``das design budget``,
+   configs/workloads/pl94_2020.toml, every entry within 1.1x) on the input's hierarchy
+   into DIR/designed.toml, timed;
+3. runs the production job (local[2], seeded test mode) per seed three times, all with
+   ``input.targets`` set to the places (each run's confidential targets.csv gives their
+   total MAE by size class): ``standard`` (the 2020 shares on the standard spine),
+   ``designed`` (the designed shares, standard spine) and ``optimised`` (the 2020 shares
+   on the optimised spine). The runs are bench.accuracy_runs' (DIR/<variant>/seed<s>),
+   kept when finished, so an interrupted bench resumes.
 
-``--cutoff`` and ``--keep-block-groups`` (das design spine's) make a spine of their own
-(variant ``optimised_keep_cutoff30`` and so on; results in design_keep_cutoff30.json).
-The ``places`` subcommand writes only the synthetic places (the generator as a helper).
+Prints one set of tables (bench.design_tables) and writes bench/results/design.json, from
+which ``make bench-docs`` (bench.design_page) makes docs/design.md's measured section: the
+shares beside the 2020 shares; every workload entry's expected error (the BLUE's, exact)
+and measured MAE under both; the block-group total against the 2020 rule's (the accuracy
+benchmark's ``rule2020`` runs, bench/results/accuracy.json, used only where its production
+runs are exactly this bench's standard runs); the spine's fanout; the places' MAE by size
+class and the county, tract and standard block groups' MAE with and without the spine;
+and issue 54's goals (bench/goals.py). A spine of other settings writes
+design<suffix>.json (``_split``, ``_strict``, ``_cutoff<c>``). The ``places`` subcommand
+writes only the synthetic places.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shlex
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -38,38 +49,49 @@ import pandas as pd
 import pyarrow.parquet as pq
 
 from bench.accuracy_runs import Variant, confidential_dir, ri_input, run_dir, run_one
+from bench.bench_design_budget import MAX_RATIO, WORKLOAD
+from bench.bench_design_budget import figures as budget_figures
+from bench.design_tables import tables
 from bench.harness import add_results_argument, git_commit, print_table, write_results
+from das.design.budget import Options, design_budget, write_design
+from das.design.hierarchy import from_input
 from das.design.places import synthetic_places
 from das.design.spine import DEFAULT_CUTOFF
 from das.design.spine_command import design_spine
 from das.design.spine_files import input_blocks
+from das.design.workload import Workload, load_workload
+from das.spec.config import load_config
 
 NAME = "design"  # bench/results/design.json; another spine: design<suffix>.json
 CONFIG = "configs/pl94_2020_production.toml"
 LEVELS = ("county", "tract")
-GOALS = {"places": 0.7, "tract": 1.05, "county": 1.05}
+DESIGNED = "designed"  # the production job with the shares `das design budget` chose
+BLUE = (("target", "blue"),)
 
 
-def suffix(cutoff: int, keep: bool) -> str:
-    """What names a spine other than the 2020 one: ``_keep`` (``--keep-block-groups``),
-    ``_cutoff<c>``; "" for the 2020 spine."""
-    return ("_keep" if keep else "") + ("" if cutoff == DEFAULT_CUTOFF else f"_cutoff{cutoff}")
+def suffix(cutoff: int, keep: bool = True, strict: bool = False) -> str:
+    """What names a spine other than ``das design spine``'s default: ``_split``
+    (``--split-block-groups``), ``_strict`` (``--strict-bound``), ``_cutoff<c>``."""
+    return (
+        ("" if keep else "_split")
+        + ("_strict" if strict else "")
+        + ("" if cutoff == DEFAULT_CUTOFF else f"_cutoff{cutoff}")
+    )
 
 
 def variants(
-    spine: Path, places: Path, cutoff: int = DEFAULT_CUTOFF, keep: bool = False
+    spine: Path, places: Path, cutoff: int = DEFAULT_CUTOFF, keep: bool = True, strict: bool = False
 ) -> dict[str, Variant]:
     """The standard and the optimised spine, both reporting the places' error."""
     targets = f"input.targets='{places.resolve()}'"
-    blue = (("target", "blue"),)
-    name = "optimised" + suffix(cutoff, keep)
+    name = "optimised" + suffix(cutoff, keep, strict)
     return {
-        "standard": Variant("standard", "standard spine", (targets,), blue),
+        "standard": Variant("standard", "standard spine", (targets,), BLUE),
         name: Variant(
             name,
-            f"optimised spine (cutoff {cutoff}{', block groups kept' if keep else ''})",
+            f"optimised spine ({spine_rule(cutoff, keep, strict)})",
             (targets, f"input.geography='{spine.resolve()}'"),
-            blue,
+            BLUE,
         ),
     }
 
@@ -123,30 +145,90 @@ def write_places(input_dir: Path, seed: int, out: Path) -> pd.DataFrame:
 
 def level_mae(run: Path) -> dict[str, float]:
     """The protected total's MAE of the county and tract levels of one run."""
+    rows = protected_rows(run)
+    return {lv: float(rows.loc[(lv, "total"), "mae"]) for lv in LEVELS}
+
+
+def protected_rows(run: Path) -> pd.DataFrame:
+    """The protected output's MAE per (level, query) of one run, over all its geounits."""
     metrics = pd.read_csv(confidential_dir(run) / "metrics.csv")
     rows = metrics[
-        (metrics["query"] == "total")
-        & (metrics["source"] == "protected")
-        & (metrics["size_bin"] == "all")
-        & (metrics["diversity_bin"] == "all")
+        (metrics["source"] == "protected")
+        & (metrics["size_bin"].astype(str) == "all")
+        & (metrics["diversity_bin"].astype(str) == "all")
     ]
-    return {lv: float(rows.loc[rows["level"] == lv, "mae"].iloc[0]) for lv in LEVELS}
+    return rows.set_index(["level", "query"])
 
 
-def place_table(work: Path, names: Sequence[str], seeds: Sequence[int]) -> pd.DataFrame:
-    """Per size class: areas, each variant's MAE (mean over seeds), the published MAE."""
-    frames = []
-    for name in names:
-        for seed in seeds:
-            classes = pd.read_csv(confidential_dir(run_dir(work, name, seed)) / "targets.csv")
-            frames.append(classes.assign(variant=name, seed=seed))
-    every = pd.concat(frames, ignore_index=True)
-    table = every.pivot_table(index="size_class", columns="variant", values="mae", sort=False)
-    first = every[(every["variant"] == names[0]) & (every["seed"] == seeds[0])]
-    facts = first.set_index("size_class")[["areas", "published_mae"]]
-    table = facts.join(table)[["areas", *names, "published_mae"]].reset_index()
-    table["ratio"] = table[names[1]] / table[names[0]]
-    return table
+def run_figures(run: Path, workload: Workload) -> dict[str, float]:
+    """One run's measured figures: every workload entry's MAE (a level entry from the run's
+    metrics, per cell; an area set from its targets, the synthetic places), the county,
+    tract and block-group totals', and the places' by size class."""
+    rows = protected_rows(run)
+    places = pd.read_csv(confidential_dir(run) / "targets.csv").set_index("size_class")
+    found = {
+        f"{lv} total": float(rows.loc[(lv, "total"), "mae"]) for lv in (*LEVELS, "block_group")
+    }
+    for entry in workload.entries:
+        if entry.area is None:
+            (level,) = entry.pieces
+            found[entry.label] = float(rows.loc[(level, entry.query), "mae"])
+        else:  # the synthetic places stand for every area set of the workload
+            found[entry.label] = float(places.loc["all", "mae"])
+    found |= {f"places {c}": float(m) for c, m in places["mae"].items()}
+    return found
+
+
+def rule2020_reference(
+    results: Path, seeds: Sequence[int], standard: dict[int, dict[str, float]]
+) -> tuple[dict[int, float], dict[str, Any]]:
+    """The 2020 rule's block-group total MAE per seed, from the accuracy benchmark's
+    results (its ``rule2020`` variant: the production shares, fitted as in 2020), used
+    only if its ``default`` runs are this bench's standard runs: the same tract and block
+    group MAE at every seed (then the noise and the input are the same)."""
+    path = results / "accuracy.json"
+    note: dict[str, Any] = {"file": str(path), "comparable": False, "seeds": []}
+    if not path.exists():
+        return {}, note
+    rows = json.loads(path.read_text())["per_seed"]
+
+    def mae(source: str, seed: int, level: str) -> float | None:
+        for r in rows:
+            if (r["source"], r["seed"], r["level"], r["query"]) == (source, seed, level, "total"):
+                return float(r["mae"])
+        return None
+
+    common = [s for s in seeds if s in standard and mae("rule2020", s, "block_group") is not None]
+    same = all(
+        mae("default", s, lv) is not None
+        and abs(standard[s][f"{lv} total"] - (mae("default", s, lv) or 0.0)) < 1e-9
+        for s in common
+        for lv in ("tract", "block_group")
+    )
+    note |= {"comparable": bool(common) and same, "seeds": common}
+    if not note["comparable"]:
+        return {}, note
+    return {s: mae("rule2020", s, "block_group") or 0.0 for s in common}, note
+
+
+def design_shares(input_dir: Path, work: Path) -> tuple[Workload, dict[str, Any], Path]:
+    """``das design budget`` for the 2020 workload on the input's hierarchy: its figures
+    (bench.bench_design_budget's) and the designed config, written to ``work`` (refused
+    if it changed while designed runs of the old one are kept)."""
+    config = load_config(CONFIG)
+    workload = load_workload(WORKLOAD, config.schema, config.geography.names)
+    wall, cpu = time.perf_counter(), time.process_time()
+    design = design_budget(config, workload, from_input(config, str(input_dir)), Options(MAX_RATIO))
+    cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+    out = work / "designed.toml"
+    fresh = work / "designed.toml.new"
+    write_design(design, CONFIG, str(fresh))
+    if out.exists() and out.read_text() != fresh.read_text() and (work / "designed").exists():
+        raise SystemExit(
+            f"{out} changed: remove {work / 'designed'} (its runs used the old shares)"
+        )
+    os.replace(fresh, out)
+    return workload, budget_figures(design, cpu, wall), out
 
 
 def measure(args: argparse.Namespace) -> dict[str, Any]:
@@ -154,91 +236,96 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     work.mkdir(parents=True, exist_ok=True)
     input_dir = Path(args.input) if args.input else ri_input(work)
     places = work / "places.parquet"
-    spine = work / f"spine{suffix(args.cutoff, args.keep_block_groups)}.parquet"
+    rule = (args.cutoff, args.keep_block_groups, args.strict_bound)
+    spine = work / f"spine{suffix(*rule)}.parquet"
     drawn = write_places(input_dir, args.places_seed, places)
     # deterministic, like the places: rebuilt, never stale; replaced in one step, so that a
     # run reading it meanwhile sees the old file or the new one
     building = spine.with_name(f"building-{spine.name}")
     building.unlink(missing_ok=True)
-    stats = design_spine(input_dir, places, building, args.cutoff, args.keep_block_groups)
+    stats = design_spine(input_dir, places, building, *rule)
     os.replace(building, spine)
-    chosen = variants(spine, places, args.cutoff, args.keep_block_groups)
-    for seed in args.seeds:
-        for variant in chosen.values():
-            if run_one(work, variant, seed, input_dir, CONFIG) is None:
-                raise SystemExit(f"{variant.name} seed {seed} failed: see its log under {work}")
+    workload, budget, designed = design_shares(input_dir, work)
+    print(
+        f"das design budget: {budget['cpu_seconds']:.0f} s CPU, {budget['wall_seconds']:.0f} s wall",
+        flush=True,
+    )
+    chosen = variants(spine, places, *rule)
+    configs = {name: CONFIG for name in chosen} | {DESIGNED: str(designed)}
+    chosen[DESIGNED] = Variant(
+        DESIGNED, "designed shares (standard spine)", chosen["standard"].overrides, BLUE
+    )
     names = list(chosen)
-    table = place_table(work, names, args.seeds)
-    levels = {
-        name: {
-            lv: sum(level_mae(run_dir(work, name, s))[lv] for s in args.seeds) / len(args.seeds)
-            for lv in LEVELS
-        }
-        for name in names
-    }
-    whole = table[table["size_class"] == "all"].iloc[0]
+    for seed in args.seeds:
+        for name in ("standard", DESIGNED, names[1]):
+            if run_one(work, chosen[name], seed, input_dir, configs[name]) is None:
+                raise SystemExit(f"{name} seed {seed} failed: see its log under {work}")
     blocks, _ = input_blocks(input_dir)
+    figures: dict[str, dict[int, dict[str, float]]] = {}
     for name in names:
-        levels[name]["standard block group"] = sum(
-            standard_block_group_mae(run_dir(work, name, s), input_dir, blocks["geoid"])
-            for s in args.seeds
-        ) / len(args.seeds)
-    expected = {name: blue_total_se(run_dir(work, name, args.seeds[0])) for name in names}
-    ratios = {"places": float(whole["ratio"])} | {
-        lv: levels[names[1]][lv] / levels["standard"][lv] if levels["standard"][lv] else None
-        for lv in levels["standard"]
-    }  # None: the standard spine is exact there (a small input's level can be)
+        figures[name] = {}
+        for s in args.seeds:
+            run = run_dir(work, name, s)
+            figures[name][s] = run_figures(run, workload)
+            if name != DESIGNED:
+                figures[name][s]["standard block group total"] = standard_block_group_mae(
+                    run, input_dir, blocks["geoid"]
+                )
+    reference, note = rule2020_reference(Path(args.results), args.seeds, figures["standard"])
+    per_seed = [
+        {"variant": "optimised" if name == names[1] else name, "seed": s, "what": what, "mae": v}
+        for name in names
+        for s in args.seeds
+        for what, v in figures[name][s].items()
+    ] + [
+        {"variant": "rule2020", "seed": s, "what": "block_group total", "mae": v}
+        for s, v in reference.items()
+    ]
+    expected = {name: blue_total_se(run_dir(work, name, args.seeds[0])) for name in names[:2]}
+    first = pd.read_csv(confidential_dir(run_dir(work, "standard", args.seeds[0])) / "targets.csv")
     return {
         "command": shlex.join([sys.executable, "-m", "bench.bench_design", *sys.argv[1:]]),
         "input": str(input_dir),
+        "config": CONFIG,
+        "workload": WORKLOAD,
         "seeds": list(args.seeds),
         "places_seed": args.places_seed,
         "places": int(drawn["target"].nunique()),
+        "spine_rule": spine_rule(*rule),
         "spine": stats.as_dict(),
-        "place_mae_by_size": table.to_dict(orient="records"),
-        "level_mae": levels,
-        "ratios": ratios,
+        "budget": budget,
+        "size_classes": first[["size_class", "areas", "published_mae"]].to_dict(orient="records"),
+        "per_seed": per_seed,
+        "rule2020_reference": note,
         "blue_total_se": expected,
         "blue_total_se_ratios": {
             lv: expected[names[1]][lv] / expected["standard"][lv] for lv in LEVELS
         },
-        "variants": names,
-        "goals": {
-            k: {"ratio": ratios[k], "goal": g, "met": ratios[k] <= g} for k, g in GOALS.items()
+        "variants": {
+            "standard": CONFIG,
+            "optimised": f"{CONFIG} on {spine.name}",
+            DESIGNED: str(designed),
         },
         "code": git_commit(),
     }
 
 
+def spine_rule(cutoff: int, keep: bool = True, strict: bool = False) -> str:
+    """The spine's settings in words."""
+    bound = f"isqrt(n) + {cutoff}" + (
+        "" if strict else " or the tract's largest standard block group"
+    )
+    where = "within the standard block groups" if keep else "across the standard block groups"
+    return f"block groups of at most {bound}, {where}"
+
+
 def show(result: dict[str, Any]) -> None:
-    spine = result["spine"]
-    print(f"spine: {spine['blocks']:,} blocks, {result['places']} places (seed "
-          f"{result['places_seed']}), cutoff {spine['cutoff']}")  # fmt: skip
-    rows = []
-    for name in ("standard", "optimised"):  # the spine's own names
-        f, p = spine["fanout"][name], spine["pieces"][name]
-        rows.append([name, f["tract"]["count"], f["tract"]["mean"], f["tract"]["max"],
-                     f["block_group"]["count"], f["block_group"]["mean"], f["block_group"]["max"],
-                     f["block_group"]["ones"], p["total"], p["mean"], p["median"], p["max"]])  # fmt: skip
-    print_table(
-        ["spine", "tracts", "BG/tract", "max", "BGs", "blocks/BG", "max", "1-block BGs",
-         "pieces", "mean", "median", "max"],
-        rows,
-    )  # fmt: skip
-    print(f"places with fewer pieces: {spine['better']}, more: {spine['worse']}")
-    table = pd.DataFrame(result["place_mae_by_size"])
-    print_table(list(table.columns), table.to_numpy().tolist())
-    other = result["variants"][1]
-    for lv, values in result["level_mae"]["standard"].items():
-        print(f"{lv} total MAE: standard {values:.3f}, {other} "
-              f"{result['level_mae'][other][lv]:.3f}")  # fmt: skip
-    for lv, ratio in result["blue_total_se_ratios"].items():
-        print(
-            f"{lv} total: the BLUE's standard error (exact, any seed) {ratio:.3f}x the standard spine's"
-        )
-    for name, goal in result["goals"].items():
-        print(f"goal {name}: ratio {goal['ratio']:.3f} <= {goal['goal']}: "
-              f"{'met' if goal['met'] else 'NOT met'}")  # fmt: skip
+    for table in tables(result):
+        print()
+        print_table(list(table.headers), [list(r) for r in table.rows], table.title)
+    note = result["rule2020_reference"]
+    if not note["comparable"]:
+        print(f"\nthe 2020 rule's reference ({note['file']}) is not of these runs' seeds and noise")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -258,12 +345,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--input", help="input directory (default: the RI fixture)")
     parser.add_argument("--places-seed", type=int, default=1)
     parser.add_argument("--cutoff", type=int, default=DEFAULT_CUTOFF)
-    parser.add_argument("--keep-block-groups", action="store_true", help="das design spine's")
+    parser.add_argument(
+        "--split-block-groups",
+        dest="keep_block_groups",
+        action="store_false",
+        help="das design spine's",
+    )
+    parser.add_argument("--strict-bound", action="store_true", help="das design spine's")
     add_results_argument(parser)
     args = parser.parse_args(argv)
     result = measure(args)
     show(result)
-    name = NAME + suffix(args.cutoff, args.keep_block_groups)
+    name = NAME + suffix(args.cutoff, args.keep_block_groups, args.strict_bound)
     print(f"written to {write_results(name, result, args.results)}")
     return 0
 

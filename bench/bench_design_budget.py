@@ -24,10 +24,15 @@ from das.spec.config import load_config
 
 CONFIG = "configs/pl94_2020_production.toml"
 WORKLOAD = "configs/workloads/pl94_2020.toml"
-RI = Path(__file__).resolve().parents[2] / "shared/data/real/alarm_census_2020_blocks/ri_2010_block.parquet"
+#: No workload entry's expected error above this many times the config's (issue 54).
+MAX_RATIO = 1.1
+RI = (
+    Path(__file__).resolve().parents[2]
+    / "shared/data/real/alarm_census_2020_blocks/ri_2010_block.parquet"
+)
 
 
-def _figures(design: Design, cpu: float, wall: float) -> dict[str, object]:
+def figures(design: Design, cpu: float, wall: float) -> dict[str, object]:
     entries = [
         {"entry": e.label, "weight": e.weight, "config": float(b), "design": float(a),
          "ratio": float(a / b), "reason": e.reason}
@@ -45,9 +50,7 @@ def _figures(design: Design, cpu: float, wall: float) -> dict[str, object]:
         "max_ratio": design.options.max_ratio,
         "entries": entries,
         "workload_ratio": design.workload_ratio(),
-        "not_in_workload": [
-            {"what": w, "config": b, "design": a} for w, b, a in design.reference
-        ],
+        "not_in_workload": [{"what": w, "config": b, "design": a} for w, b, a in design.reference],
         "shares_of_rho": shares,
         "iterations": [s.iterations for s in design.solutions],
         "cpu_seconds": cpu,
@@ -59,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--work", required=True, help="scratch directory")
     parser.add_argument("--ri", help="an RI input directory (default: built under --work)")
-    parser.add_argument("--max-ratio", type=float, default=1.1)
+    parser.add_argument("--max-ratio", type=float, default=MAX_RATIO)
     parser.add_argument("--results", type=Path, default=RESULTS_DIR, help="results folder")
     args = parser.parse_args(argv)
     work = Path(args.work)
@@ -73,14 +76,14 @@ def main(argv: list[str] | None = None) -> int:
     design = design_budget(config, workload, from_input(config, str(ri)), Options(args.max_ratio))
     cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
     write_design(design, CONFIG, str(work / "designed.toml"))
-    figures = _figures(design, cpu, wall)
+    found = figures(design, cpu, wall)
     rows = [
         [e.label, e.weight, float(b), float(a), float(a / b)]
         for e, b, a in zip(design.workload.entries, design.before, design.after, strict=True)
     ]
     print_table(["entry", "weight", "config", "design", "ratio"], rows)
     print(f"workload ratio {design.workload_ratio():.3f}; {cpu:.0f} s CPU, {wall:.0f} s wall")
-    print(f"written: {write_results('design_budget', figures, args.results)}")
+    print(f"written: {write_results('design_budget', found, args.results)}")
     return 0
 
 

@@ -127,3 +127,28 @@ ACCURACY: tuple[AccuracyGoal, ...] = (
     BiasGoal("diversity_bin", "block_group", "default", "measurements"),
     BiasGoal("size_bin", "block_group", "default", "measurements"),
 )
+
+
+# ---- measurement design (bench_design) ------------------------------------------------------
+@dataclass(frozen=True)
+class DesignGoal:
+    """``bench.design_tables.measured_goals(results)[key] <= limit`` (issue 54)."""
+
+    name: str
+    key: str
+    limit: float
+
+
+#: Issue 54's goals on the RI fixture at production rho: the optimised spine against the
+#: standard one (same seeds), the designed shares against the 2020 shares and the 2020 rule.
+DESIGN = (
+    DesignGoal("places' total MAE, optimised spine / standard spine", "places", 0.7),
+    DesignGoal("tract total MAE, optimised spine / standard spine", "tract", 1.05),
+    DesignGoal("county total MAE, optimised spine / standard spine", "county", 1.05),
+    DesignGoal("workload's expected error, designed / 2020 shares", "workload_expected", 0.8),
+    DesignGoal("worst workload entry's expected error, designed / 2020", "entry_expected", 1.1),
+    DesignGoal(
+        "block-group total MAE, designed shares / the 2020 rule's", "block_group_vs_rule2020", 0.65
+    ),
+    DesignGoal("das design budget on RI's hierarchy, CPU seconds", "budget_cpu_s", 60.0),
+)

@@ -15,7 +15,13 @@ import numpy as np
 import pandas as pd
 
 from das.design.pieces import describe, fanout, pieces
-from das.design.spine import BlockTable, bounded_standard, fanout_bound, optimised_block_groups
+from das.design.spine import (
+    BlockTable,
+    bounded_standard,
+    fanout_bound,
+    largest_standard,
+    optimised_block_groups,
+)
 from das.design.spine_files import (
     block_table,
     check_out,
@@ -50,7 +56,8 @@ class SpineStats:
     #: pieces of all the standard block groups taken as areas: on the standard spine (one
     #: each) and on the optimised one
     block_group_pieces: tuple[int, int]
-    keep_block_groups: bool = False
+    keep_block_groups: bool = True
+    strict_bound: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
@@ -79,14 +86,16 @@ def spine_stats(
     optimised: np.ndarray,
     cutoff: int,
     source: str,
-    keep_block_groups: bool = False,
+    keep_block_groups: bool = True,
+    strict_bound: bool = False,
 ) -> SpineStats:
     """Fanout and pieces of the standard spine and of ``optimised``."""
     spines = {
         "standard": spine_codes(table, table.frame["standard"].to_numpy()),
         "optimised": spine_codes(table, optimised),
-        "bounded_standard": spine_codes(table, bounded_standard(table, cutoff)),
+        "bounded_standard": spine_codes(table, bounded_standard(table, cutoff, strict_bound)),
     }
+    floor = None if strict_bound else tract_floor(table)
     counted = {name: pieces(codes, LEVELS, membership) for name, codes in spines.items()}
     shown = ("standard", "optimised")
     fanouts = {
@@ -103,8 +112,8 @@ def spine_stats(
         cutoff=cutoff,
         fanout=fanouts,
         over_bound=(
-            over_bound(spines["standard"], cutoff),
-            over_bound(spines["optimised"], cutoff),
+            over_bound(spines["standard"], cutoff, floor),
+            over_bound(spines["optimised"], cutoff, floor),
         ),
         pieces={name: describe(values) for name, values in counted.items()},
         worse=int((counted["optimised"] > counted["standard"]).sum()),
@@ -115,6 +124,15 @@ def spine_stats(
             int(pieces(spines["optimised"], LEVELS, standard_areas(table)).sum()),
         ),
         keep_block_groups=keep_block_groups,
+        strict_bound=strict_bound,
+    )
+
+
+def tract_floor(table: BlockTable) -> pd.Series:
+    """Per tract: its largest standard block group's blocks (the bound's floor)."""
+    frame = table.frame
+    return (
+        pd.Series(largest_standard(frame), index=frame["tract"].to_numpy()).groupby(level=0).max()
     )
 
 
@@ -123,32 +141,44 @@ def standard_areas(table: BlockTable) -> pd.DataFrame:
     return pd.DataFrame({"geoid": table.frame["geoid"], "target": table.frame["standard"]})
 
 
-def over_bound(codes: pd.DataFrame, cutoff: int) -> int:
-    """Block groups with more blocks than isqrt(blocks in their tract) + cutoff."""
+def over_bound(codes: pd.DataFrame, cutoff: int, floor: pd.Series | None = None) -> int:
+    """Block groups with more blocks than isqrt(blocks in their tract) + cutoff (or than
+    the tract's ``floor``, if larger)."""
     tract_blocks = codes.groupby("tract").size()
     sizes = codes.groupby(["tract", "block_group"]).size().rename("size").reset_index()
     bound = fanout_bound(sizes["tract"].map(tract_blocks).to_numpy(), cutoff)
+    if floor is not None:
+        bound = np.maximum(bound, sizes["tract"].map(floor).to_numpy())
     return int((sizes["size"].to_numpy() > bound).sum())
 
 
 def design_spine(
-    input_dir: Path, targets: Path, out: Path, cutoff: int, keep_block_groups: bool = False
+    input_dir: Path,
+    targets: Path,
+    out: Path,
+    cutoff: int,
+    keep_block_groups: bool = True,
+    strict_bound: bool = False,
 ) -> SpineStats:
     """Read the input's blocks and the targets, write the optimised spine to ``out``."""
     check_out(out)
     blocks, source = input_blocks(input_dir)
     membership = read_targets(targets, blocks["geoid"])
     table = block_table(blocks, membership)
-    optimised = optimised_block_groups(table, cutoff, keep_block_groups)
+    optimised = optimised_block_groups(table, cutoff, keep_block_groups, strict_bound)
     write_spine(out, table, optimised)
-    return spine_stats(table, membership, optimised, cutoff, source, keep_block_groups)
+    return spine_stats(
+        table, membership, optimised, cutoff, source, keep_block_groups, strict_bound
+    )
 
 
 def render_spine(stats: SpineStats, out: Path) -> str:
     """The command's summary: what was written and the spine's figures."""
     lines = [
         f"spine written to {out}: {stats.blocks:,} blocks from {stats.source}, "
-        f"{stats.targets:,} targets, block groups of at most isqrt(n) + {stats.cutoff} blocks",
+        f"{stats.targets:,} targets, block groups of at most isqrt(n) + {stats.cutoff} blocks"
+        + ("" if stats.strict_bound else " (or the tract's largest standard block group)")
+        + (", within the standard block groups" if stats.keep_block_groups else ""),
         "  take it in a run with: --set input.geography=" + str(out.resolve()),
         f"  {'':24}{'standard':>36}  {'optimised':>36}",
     ]
@@ -171,11 +201,7 @@ def render_spine(stats: SpineStats, out: Path) -> str:
     lines.append(
         f"  the standard block groups as areas: {before:,} pieces on the standard spine, "
         f"{after:,} on the optimised one"
-        + (
-            " (new block groups within them: --keep-block-groups)"
-            if stats.keep_block_groups
-            else ""
-        )
+        + ("" if stats.keep_block_groups else " (redefined across them: --split-block-groups)")
     )
     return "\n".join(lines)
 

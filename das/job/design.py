@@ -75,8 +75,10 @@ def add_spine_arguments(
         "a geography file whose block groups serve target areas (the optimised spine)",
         "Write a geography file (docs/input.md) whose block groups are redefined within "
         "tracts so that each target area is a union of few spine geounits, block groups of "
-        "at most isqrt(n) + CUTOFF blocks (n: blocks in the tract), as in the 2020 production; "
-        "counties, tracts and GEOIDs stay. A run takes it with --set input.geography=OUT.",
+        "at most isqrt(n) + CUTOFF blocks (n: blocks in the tract) as in the 2020 production, "
+        "or the tract's largest standard block group if larger, within the standard block "
+        "groups (see --split-block-groups, --strict-bound); counties, tracts and GEOIDs stay. "
+        "A run takes it with --set input.geography=OUT.",
     )
     spine.add_argument("--input", required=True, help="input directory (its geography.parquet, "
                        "else the blocks its units table names)")  # fmt: skip
@@ -85,10 +87,15 @@ def add_spine_arguments(
     spine.add_argument("--out", required=True, help="the geography file to write (.parquet, new)")
     spine.add_argument("--cutoff", type=int, default=DEFAULT_CUTOFF,
                        help=f"block groups of at most isqrt(n) + CUTOFF blocks (default {DEFAULT_CUTOFF})")  # fmt: skip
-    spine.add_argument("--keep-block-groups", action="store_true",
-                       help="new block groups within the standard ones, not just within tracts: "
-                       "each standard block group stays a union of a few (its total far more "
-                       "accurate) at the cost of more pieces for targets that cross them")  # fmt: skip
+    spine.add_argument("--split-block-groups", dest="keep_block_groups", action="store_false",
+                       help="new block groups across the standard ones within a tract (2020's "
+                       "rule): fewer pieces for targets, but the standard block groups leave the "
+                       "spine (their totals sums of many blocks); by default each stays a union "
+                       "of a few new ones")  # fmt: skip
+    spine.add_argument("--strict-bound", action="store_true",
+                       help="2020's bound isqrt(n) + CUTOFF even below the tract's largest "
+                       "standard block group (more block groups per tract: a less accurate "
+                       "tract total); by default the bound is never below it")  # fmt: skip
 
 
 def spine_command(args: argparse.Namespace) -> None:
@@ -96,7 +103,12 @@ def spine_command(args: argparse.Namespace) -> None:
 
     out = Path(args.out)
     stats = design_spine(
-        Path(args.input), Path(args.targets), out, args.cutoff, args.keep_block_groups
+        Path(args.input),
+        Path(args.targets),
+        out,
+        args.cutoff,
+        args.keep_block_groups,
+        args.strict_bound,
     )
     print(render_spine(stats, out))
 
