@@ -245,6 +245,14 @@ def _derive(file: ConfigFile, origin: str) -> Config:
             "measures each geounit only on the rows its parent's solution reaches, and the "
             "BLUE (estimates/) needs every row of every query"
         )
+    post = file.postprocess
+    subtree = post.combine_totals and post.subtree_totals and ["total"] in file.strategy.passes
+    if file.strategy.sparse and subtree:
+        raise UserError(
+            "strategy.sparse = true needs postprocess.subtree_totals = false when a pass "
+            'fits "total" alone: the subtree totals are a bottom-up pass over every row '
+            "of the NMF, and a sparse run measures each geounit only on its parent's support"
+        )
     schema_ref = file.run.schema_name
     if schema_ref.endswith(".toml") and not Path(schema_ref).is_absolute():
         schema_ref = str(Path(origin).parent / schema_ref)

@@ -164,3 +164,18 @@ def test_a_sparse_run_refuses_the_blue_as_its_target():
     with pytest.raises(UserError, match=r"^--set strategy\.sparse=true: strategy\.sparse = true"):
         load_config(PRODUCTION, overrides=["strategy.sparse=true"])
     assert not load_config(PRODUCTION).file.strategy.sparse
+
+
+def test_a_sparse_run_with_a_total_pass_refuses_the_subtree_totals():
+    """The subtree totals are a bottom-up pass over every row of the NMF (das.postprocess.
+    below), which a sparse run has only on each parent's support."""
+    measured = ["strategy.sparse=true", "postprocess.target='measurements'"]
+    with pytest.raises(UserError) as info:
+        load_config(PRODUCTION, overrides=measured)
+    assert str(info.value).endswith(
+        "strategy.sparse = true needs postprocess.subtree_totals = false when a pass fits "
+        '"total" alone: the subtree totals are a bottom-up pass over every row of the NMF, '
+        "and a sparse run measures each geounit only on its parent's support"
+    )
+    config = load_config(PRODUCTION, overrides=[*measured, "postprocess.subtree_totals=false"])
+    assert config.file.strategy.sparse and config.file.postprocess.combine_totals
