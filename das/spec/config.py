@@ -252,12 +252,12 @@ def _derive(file: ConfigFile, origin: str) -> Config:
             "BLUE (estimates/) needs every row of every query"
         )
     post = file.postprocess
-    if file.strategy.sparse and post.combine_totals and post.subtree_totals:
+    subtree = post.combine_totals and post.subtree_totals and ["total"] in file.strategy.passes
+    if file.strategy.sparse and subtree:
         raise UserError(
-            "strategy.sparse = true needs postprocess.subtree_totals = false (or "
-            "combine_totals = false): the subtree totals sum every level's measurements "
-            "bottom-up before the first solve, and a sparse run measures a level only after "
-            "its parents are solved"
+            "strategy.sparse = true needs postprocess.subtree_totals = false when a pass "
+            'fits "total" alone: the subtree totals are a bottom-up pass over every row '
+            "of the NMF, and a sparse run measures each geounit only on its parent's support"
         )
     schema_ref = file.run.schema_name
     if schema_ref.endswith(".toml") and not Path(schema_ref).is_absolute():

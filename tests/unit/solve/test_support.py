@@ -326,3 +326,15 @@ def test_the_support_is_built_from_index_arrays_alone():
         restricted_plan(small_plan, support)
     with pytest.raises(InternalError, match="gives cell 7 twice"):
         support_of(plan, np.array([7, 7]), np.array([1, 1]))
+
+
+def test_a_small_family_of_the_real_dhc_schema_solves_as_the_dense_problem():
+    """dhcp_persons itself (1,227,744 cells): three children on 25 cells, the production
+    config's block queries and the 2020 order; dense once here, to hold the two equal."""
+    config = load_config(ROOT / "configs" / "dhcp_production.toml")
+    plan = dataclasses.replace(level_plan(config, "block"), mip_gap=0.0)
+    truth, units, answers = family_case(plan, 8, children=3, cells=25)
+    parent = truth.sum(axis=0)
+    dense, sparse, counts = _solve_both(plan, parent, answers, units)
+    assert np.array_equal(counts, dense.counts) and sparse.failsafe == dense.failsafe
+    assert not dense.counts[:, parent == 0].any()

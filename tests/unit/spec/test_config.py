@@ -166,11 +166,16 @@ def test_a_sparse_run_refuses_the_blue_as_its_target():
     assert not load_config(PRODUCTION).file.strategy.sparse
 
 
-def test_a_sparse_run_refuses_the_subtree_totals_it_cannot_have():
-    """The subtree totals are a bottom-up pass over every level's measurements, before the
-    first solve; a sparse run measures each level only after its parents are solved."""
-    sparse = ["strategy.sparse=true", "postprocess.target='measurements'"]
-    with pytest.raises(UserError, match=r"needs postprocess\.subtree_totals = false"):
-        load_config(PRODUCTION, overrides=sparse)
-    assert load_config(PRODUCTION, overrides=[*sparse, "postprocess.subtree_totals=false"])
-    assert load_config(PRODUCTION, overrides=[*sparse, "postprocess.combine_totals=false"])
+def test_a_sparse_run_with_a_total_pass_refuses_the_subtree_totals():
+    """The subtree totals are a bottom-up pass over every row of the NMF (das.postprocess.
+    below), which a sparse run has only on each parent's support."""
+    measured = ["strategy.sparse=true", "postprocess.target='measurements'"]
+    with pytest.raises(UserError) as info:
+        load_config(PRODUCTION, overrides=measured)
+    assert str(info.value).endswith(
+        "strategy.sparse = true needs postprocess.subtree_totals = false when a pass fits "
+        '"total" alone: the subtree totals are a bottom-up pass over every row of the NMF, '
+        "and a sparse run measures each geounit only on its parent's support"
+    )
+    config = load_config(PRODUCTION, overrides=[*measured, "postprocess.subtree_totals=false"])
+    assert config.file.strategy.sparse and config.file.postprocess.combine_totals
