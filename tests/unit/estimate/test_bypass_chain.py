@@ -61,3 +61,49 @@ def test_an_empty_level_above_its_only_child_gives_the_dense_gls(seed):
     root = tree_answers(t, estimates, 0, SCHEMA.query("detailed"))[0]
     middle = tree_answers(t, estimates, 1, SCHEMA.query("detailed"))[0]
     np.testing.assert_allclose(root, middle, atol=1e-9)
+
+
+def test_the_nmf_of_a_one_state_run_lists_the_us_from_the_state():
+    """measured_levels on a US-rooted one-state NMF: the US has no rows (its queries are
+    the state's, measured once there), its geounit is the state's prefix, M = 0 there, and
+    the state's information holds the summed precision."""
+    from pathlib import Path
+
+    import pyarrow as pa
+
+    from das.estimate.basis import schema_basis
+    from das.estimate.subtree import measured_levels
+    from das.spec.config import load_config
+
+    demo = load_config(Path(__file__).resolve().parents[3] / "configs" / "demo.toml", seed=1)
+    config = demo.with_chain(("state",))
+    codes = {
+        "state": ["44"],
+        "county": ["44001", "44003"],
+        "tract": ["44001000100", "44003000100"],
+        "block_group": ["440010001001", "440030001001"],
+        "block": ["440010001001000", "440030001001000"],
+    }
+    rows: dict[str, list] = {"level": [], "geocode": [], "query": [], "values": []}
+    for level, geocodes in codes.items():
+        for code in geocodes:
+            for query in config.measured.queries(level):
+                size = config.schema.query(query).size
+                rows["level"].append(level)
+                rows["geocode"].append(code)
+                rows["query"].append(query)
+                rows["values"].append([1] * size)
+    table = pa.table({**rows, "values": pa.array(rows["values"], pa.list_(pa.int64()))})
+    basis = schema_basis(config.schema, [q for qs in config.queries.values() for q in qs])
+    levels = config.geography.levels
+    found, data, _ = measured_levels(table, config, basis, levels, "nmf")
+    assert list(found[0].geocodes) == [""] and list(found[1].geocodes) == ["44"]
+    assert all(not m.any() for m in data[0].information)
+    assert list(data[1].parent) == [0] and list(data[2].parent) == [0, 0]
+    plain = measured_levels(table, demo, basis, levels[1:], "nmf")[1][0]
+    # the same rows read with the state's own variances: every query at the US and the
+    # state has 1/10 of its level's rho, so the summed precision is (104 + 1440) / 1440 of it
+    for mine, theirs in zip(data[1].information, plain.information, strict=True):
+        np.testing.assert_allclose(mine, theirs * (104 + 1440) / 1440, rtol=1e-12)
+    with pytest.raises(Exception, match="no measurements of level us"):
+        measured_levels(table, demo, basis, levels, "nmf")  # unbypassed: the US is missing
