@@ -96,6 +96,6 @@ def run_info(config: Config, written: datetime | None = None) -> RunInfo:
         mode=RunMode.of(config.seed).name,
         seed=config.seed,
         levels=tuple(config.geography.names),
-        measured={lv: frozenset(q.name for q in qs) for lv, qs in config.queries.items()},
+        measured={lv: frozenset(config.measured.queries(lv)) for lv in config.queries},
         invariant_level=config.total_invariant_level,
     )

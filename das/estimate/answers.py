@@ -57,10 +57,12 @@ def level_data(
     answers: Mapping[str, np.ndarray],
     queries: list[Query],
     variances: Mapping[str, float],
+    count: int = 0,
 ) -> LevelData:
     """One level's information M = sum_q Q_q^T Q_q / v_q and statistics b = sum_q Q_q^T y_q / v_q,
-    from the noisy answers (geounits x query cells) of every query measured there."""
-    n = next(iter(answers.values())).shape[0]
+    from the noisy answers (geounits x query cells) of every query measured there; a level
+    with none (``das.spec.bypass``) has M = 0 and b = 0 at each of its ``count`` geounits."""
+    n = next(iter(answers.values())).shape[0] if answers else count
     spread = []
     info = [np.zeros((c.d, c.d)) for c in basis.components]
     for q in queries:

@@ -14,19 +14,53 @@ from pyspark.sql import functions as F
 
 from das.estimate.chain_codes import Recoder
 from das.spark.storage import level_batches
+from das.spec.bypass import root_chain
 from das.spec.config import Config
 
 
 def first_query(config: Config, level: str) -> str:
-    """The query whose NMF rows stand for the level's geounits, one row each."""
-    return min(q.name for q in config.queries[level])
+    """The query whose NMF rows stand for the level's geounits, one row each (the
+    blocks always have rows: no level is bypassed into its parent)."""
+    return min(config.measured.queries(level))
 
 
 def nmf_geounits(nmf: DataFrame, config: Config) -> DataFrame:
-    """(level, geocode) of every geounit in the NMF (the rows of one query per level)."""
-    first = [(level, first_query(config, level)) for level in config.queries]
+    """(level, geocode) of every geounit in the NMF (the rows of one query per level); a
+    level left with no measurement of its own by the single-child bypass has its only
+    child's geounits' prefixes (``das.spec.bypass``: the child's code names the parent)."""
+    names, levels = config.geography.names, config.geography.levels
+    first = [(lv, first_query(config, lv)) for lv in names if config.measured.queries(lv)]
     pairs = F.struct("level", "query").isin([F.struct(F.lit(a), F.lit(b)) for a, b in first])
-    return nmf.where(pairs).select("level", "geocode")
+    found = nmf.where(pairs).select("level", "geocode")
+    for index in range(len(names) - 2, -1, -1):  # bottom up: a chain's lowest level first
+        if not config.measured.queries(names[index]):
+            child = found.where(F.col("level") == names[index + 1])
+            found = found.unionByName(
+                child.select(
+                    F.lit(names[index]).alias("level"),
+                    F.substring("geocode", 1, levels[index].length).alias("geocode"),
+                ).distinct()
+            )
+    return found
+
+
+def with_blocks_chain(config: Config, blocks: np.ndarray) -> Config:
+    """``config`` with the single-child bypass its NMF's blocks (``blocks``: their
+    geocodes) show: the levels below the root that hold one geounit."""
+    prefixes, counts = np.unique(
+        np.asarray([str(c)[: config.geography.levels[-2].length] for c in blocks], dtype=object),
+        return_counts=True,
+    )
+    single = single_levels(prefixes, counts, config)
+    return config.with_chain(root_chain(config.geography.names, single))
+
+
+def single_levels(prefixes: np.ndarray, blocks: np.ndarray, config: Config) -> list[bool]:
+    """Whether each level holds one geounit, from ``block_counts`` (the blocks'
+    parents' geocodes and their blocks), for ``das.spec.bypass.root_chain``."""
+    levels = config.geography.levels
+    found = [len({p[: level.length] for p in prefixes}) == 1 for level in levels[:-1]]
+    return [*found, int(blocks.sum()) == 1]
 
 
 def block_counts(nmf: DataFrame, config: Config) -> tuple[np.ndarray, np.ndarray]:

@@ -40,7 +40,13 @@ from pyspark.sql.pandas.types import from_arrow_schema
 from das.errors import InternalError, UserError
 from das.estimate.basis import Basis, schema_basis
 from das.estimate.chain_codes import Recoder
-from das.estimate.cut import block_counts, block_counts_of, root_blocks, split_level
+from das.estimate.cut import (
+    block_counts,
+    block_counts_of,
+    root_blocks,
+    single_levels,
+    split_level,
+)
 from das.estimate.exchange import (
     UPPER,
     Exchanged,
@@ -76,6 +82,7 @@ from das.estimate.write import ESTIMATES_SCHEMA, estimate_batches
 from das.spark.marks import RunMode
 from das.spark.storage import arrow_files, exists, qualified
 from das.spark.task_files import Target, arrow_target, finish, mark_complete
+from das.spec.bypass import root_chain
 from das.spec.config import Config
 
 log = logging.getLogger("das.estimate")
@@ -303,6 +310,10 @@ def _estimate(
         prefixes, blocks = block_counts(nmf, config)
     else:
         prefixes, blocks = block_counts_of(io[1], config, recoder)
+    # the levels bypassed as their parent's only child, as the NMF's blocks show them
+    config = config.with_chain(
+        root_chain(config.geography.names, single_levels(prefixes, blocks, config))
+    )
     split = split_level(prefixes, blocks, config, max_blocks)
     plan = Plan(config, basis, split, f"{root}/nmf", recoded=recoded_path is not None)
     # a group of subtrees has about max_blocks blocks

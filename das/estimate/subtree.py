@@ -160,24 +160,64 @@ def measured_levels(
     found: list[LevelAnswers] = []
     data: list[LevelData] = []
     pairs = None
+    listed = _listing(table, config, levels, where, mask)
     for index, level in enumerate(levels):
-        queries = list(config.queries[level.name])
-        answers = level_answers(table, level.name, queries, where, mask)
+        kept = config.measured.queries(level.name)  # after the single-child bypass
+        queries = [q for q in config.queries[level.name] if q.name in kept]
+        answers = listed[index]
         parent = None
         if index:
             parent = parents(
                 answers.geocodes, found[-1].geocodes, levels[index - 1].length, level.name
             )
-        variances = {q.name: float(config.budget.sigma2(level.name, q.name)) for q in queries}
+        variances = {q: float(config.measured.sigma2(level.name, q)) for q in kept}
         given = answers.answers
         last = index == len(levels) - 1
         zeros = zeros_of(answers.geocodes) if last and zeros_of is not None else None
         if merge_last and parent is not None and last:
             pairs, given, zeros = leaf_pairs(parent, given, zeros)
         found.append(answers)
-        leveled = level_data(basis, config.schema, level.name, parent, given, queries, variances)
+        leveled = level_data(
+            basis,
+            config.schema,
+            level.name,
+            parent,
+            given,
+            queries,
+            variances,
+            len(answers.geocodes),
+        )
         data.append(replace(leveled, zeros=zeros))
     return found, data, pairs
+
+
+def _listing(
+    table: pa.Table,
+    config: Config,
+    levels: Sequence[Level],
+    where: str,
+    mask: pa.ChunkedArray | None,
+) -> list[LevelAnswers]:
+    """Each level's answers (``level_answers``); a level the single-child bypass left with
+    no measurement (``das.spec.bypass``) has none, and its geounits are its only child's
+    prefixes (a chain's levels hold one geounit each)."""
+    listed: list[LevelAnswers | None] = [None] * len(levels)
+    for index in range(len(levels) - 1, -1, -1):
+        level = levels[index]
+        kept = config.measured.queries(level.name)
+        if kept:
+            queries = [q for q in config.queries[level.name] if q.name in kept]
+            listed[index] = level_answers(table, level.name, queries, where, mask)
+            continue
+        below = listed[index + 1] if index + 1 < len(levels) else None
+        if below is None:
+            raise InternalError(
+                f"level {level.name} has no measurement of its own, and its only child's "
+                "level is not read with it"
+            )
+        codes = np.unique(np.asarray([c[: level.length] for c in below.geocodes], dtype=object))
+        listed[index] = LevelAnswers(geocodes=codes.astype(object), answers={})
+    return [a for a in listed if a is not None]
 
 
 def leaf_pairs(

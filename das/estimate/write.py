@@ -85,7 +85,8 @@ EXACT = 1e-9
 
 def exact_floor(config: Config) -> float:
     """The variance at or under which an estimate is exact (``EXACT``)."""
-    sigma2 = [config.budget.sigma2(lv, q.name) for lv, qs in config.queries.items() for q in qs]
+    found = config.measured
+    sigma2 = [found.sigma2(lv, q) for lv in found.rho for q in found.queries(lv)]
     return EXACT * float(min(sigma2))
 
 

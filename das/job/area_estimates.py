@@ -17,11 +17,13 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from das.errors import UserError
 from das.estimate.basis import schema_basis
+from das.estimate.cut import first_query, with_blocks_chain
 from das.estimate.subtree import EXACT, MEASURED, Plan, read_subtree
 from das.estimate.unions import AreaAnswers, Areas, area_answers, functionals, passes
 from das.estimate.write import exact_floor
@@ -92,7 +94,13 @@ def area_estimates_body(output: str, areas_path: str) -> str:
             "parent codes (geography/) yet; run `das estimate` without --areas"
         )
     basis = schema_basis(config.schema, [q for qs in config.queries.values() for q in qs])
-    subtree = read_subtree(Plan(config, basis, 0, f"{output.rstrip('/')}/nmf"), public_rows(root))
+    public = public_rows(root)
+    block = config.geography.names[-1]  # the bypass the NMF's blocks show (das.spec.bypass)
+    first = pc.and_(
+        pc.equal(public["level"], block), pc.equal(public["query"], first_query(config, block))
+    )
+    config = with_blocks_chain(config, public["geocode"].filter(first).to_numpy(False))
+    subtree = read_subtree(Plan(config, basis, 0, f"{output.rstrip('/')}/nmf"), public)
     tree, estimates = passes(basis, subtree.data, subtree.invariant)
     blocks = np.asarray(subtree.geocodes[-1]).astype(str)
     groupings = read_areas(areas_path, blocks, config.geography.names)

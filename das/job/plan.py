@@ -18,6 +18,7 @@ from das.job.record import FINGERPRINT_JSON, RUN_JSON, SOFTWARE_JSON
 from das.output.certificate import LevelBudget, Privacy, privacy_section
 from das.solve.solvers import check_solver
 from das.solve.target import level_target
+from das.spec.bypass import moved_lines
 from das.spec.config import Config
 
 
@@ -120,6 +121,24 @@ def _unused_lines(privacy: Privacy) -> list[str]:
     ]
 
 
+def bypass_lines(config: Config) -> list[str]:
+    """Where the single-child bypass would measure once (``das.spec.bypass``): it depends
+    on the input's geography, which the dry run does not read, so the first case (the
+    root's only child) is said with what it would move, and the rule for deeper ones."""
+    names = config.geography.names
+    if len(names) < 2:
+        return []
+    found = config.with_chain((names[1],)).measured
+    if not found.moved:
+        return []
+    return [
+        f"single-child bypass, if the input has one {names[1]} (the {names[0]}'s only "
+        "child; the certificate says where it applied):",
+        *[f"  {line}" for line in moved_lines(found)],
+        "  likewise down each further level that holds one geounit",
+    ]
+
+
 def fit_description(config: Config) -> str:
     """What the families fit, pass by pass, as the configuration's postprocess section says."""
     post = config.file.postprocess
@@ -164,6 +183,7 @@ def render_plan(config: Config, paths: RunPaths) -> str:
         f"(epsilon = {privacy.epsilon_cks:.4f}, delta = {float(privacy.delta):.3g})-DP "
         "(Canonne, Kamath, Steinke 2020)",
         *_unused_lines(privacy),
+        *bypass_lines(config),
         "",
         "outputs:",
         *output_lines(paths, sparse=config.file.strategy.sparse),

@@ -52,7 +52,13 @@ from das.output.certificate import (
 )
 from das.output.microdata import write_microdata
 from das.postprocess.below import below_totals, total_pass_levels
-from das.postprocess.levels import LevelRun, level_done, solve_and_checkpoint, with_blue
+from das.postprocess.levels import (
+    LevelRun,
+    level_done,
+    solve_and_checkpoint,
+    with_blue,
+    with_bypassed,
+)
 from das.postprocess.public import read_public, root_total
 from das.postprocess.report import LevelReport
 from das.privacy.generator import Rng, secure_rng, seeded_rng
@@ -61,6 +67,7 @@ from das.privacy.nmf import nmf_complete, read_nmf
 from das.solve.solvers import check_solver
 from das.spark.marks import RunMode
 from das.spark.session import SparkSetting, spark_session
+from das.spec.bypass import chain_of
 from das.spec.config import Config
 
 log = logging.getLogger("das.run")
@@ -117,6 +124,8 @@ def _run(
     with phase(progress, "read"):
         histograms = read_histograms(spark, config, input_dir)
         geounits = count_geounits(histograms)
+    if not sparse:  # a level whose geounits are each their parent's only child: measured once
+        config = config.with_chain(chain_of(geounits, config.geography.names))
     if not resume:  # the input passed its checks: only now does the run write anything
         write_record(spark, config, output, confidential, checked.fingerprint)
     if sparse:
@@ -179,9 +188,11 @@ def dense_run(
     if not all(level_done(spark, output, name) for name in total_pass_levels(config)):
         with phase(progress, "subtree totals"):  # what each geounit's descendants measured
             below = below_totals(spark, config, nmf, facts)
-    answers = nmf  # what the families fit: with target "blue", the BLUE beside the NMF's rows
+    # what the families fit: the NMF's rows (a bypassed level's at its only child as its own
+    # too), and with target "blue" the BLUE beside them
+    answers = with_bypassed(nmf, config, facts)
     if config.file.postprocess.target == "blue":
-        answers = with_blue(nmf, spark, f"{output}/estimates")
+        answers = with_blue(answers, spark, f"{output}/estimates")
     run = LevelRun(
         spark, config, output, nmf, answers, facts, geounits, below, exchanged, confidential
     )

@@ -87,6 +87,26 @@ class UnusedShare:
 
 
 @dataclass(frozen=True)
+class BypassedShare:
+    """A query's measurement at ``level`` made once at ``child``, the lowest level of the
+    chain of only children under it (``das.spec.bypass``): ``level``'s rho for it is spent
+    there, not twice."""
+
+    level: str
+    child: str
+    query: str
+    rho: Fraction  # ``level``'s configured rho for the query
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "level": self.level,
+            "measured_at": self.child,
+            "query": self.query,
+            "rho": _exact(self.rho),
+        }
+
+
+@dataclass(frozen=True)
 class Privacy:
     """What is protected and how: the guarantee, and the exact budget spent per level and
     query with the (epsilon, delta) it implies."""
@@ -99,6 +119,8 @@ class Privacy:
     epsilon_bun_steinke: float
     levels: tuple[LevelBudget, ...]
     spent_without_use: tuple[UnusedShare, ...] = ()
+    #: The measurements the single-child bypass made once at a level's only child.
+    bypassed: tuple[BypassedShare, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -112,6 +134,7 @@ class Privacy:
             "epsilon_bun_steinke": self.epsilon_bun_steinke,
             "levels": {level.name: level.to_dict() for level in self.levels},
             "spent_without_use": [share.to_dict() for share in self.spent_without_use],
+            "bypassed": [share.to_dict() for share in self.bypassed],
         }
 
 
@@ -204,25 +227,30 @@ class Certificate:
 
 # ---- building -----------------------------------------------------------------------------
 def privacy_section(config: Config) -> Privacy:
-    """Budget per level and query (exact), and the (epsilon, delta) the total implies."""
-    budget = config.budget
+    """Budget per level and query (exact) as measured, and the (epsilon, delta) the total
+    implies: where a level is its parent's only child (``config.chain``), the queries the
+    two share are measured once, at the child, with the rho of both (``bypassed``), so
+    the levels' rho still add up to the configured rho exactly."""
+    budget, found = config.budget, config.measured
     levels = tuple(
         LevelBudget(
             name=level,
-            rho=budget.level_rho(level),
+            rho=found.level_rho(level),
             queries=tuple(
-                QueryBudget(q.name, budget.query_rho(level, q.name), budget.sigma2(level, q.name))
+                QueryBudget(q.name, found.rho[level][q.name], found.sigma2(level, q.name))
                 for q in config.queries[level]
+                if q.name in found.rho[level]
             ),
         )
         for level in config.geography.names
     )
-    rho = float(budget.total_rho())
+    total = found.total()
+    rho = float(total)
     delta = float(budget.delta)
     return Privacy(
         guarantee=guarantee(config),
-        rho=budget.total_rho(),
-        rho_matches_config=budget.total_rho() == budget.rho,
+        rho=total,
+        rho_matches_config=total == budget.rho,
         delta=budget.delta,
         epsilon_cks=cks_epsilon(rho, delta),
         epsilon_bun_steinke=bun_steinke_epsilon(rho, delta),
@@ -232,6 +260,10 @@ def privacy_section(config: Config) -> Privacy:
                 level, query, budget.query_shares[level][query], budget.query_rho(level, query)
             )
             for level, query in budget.spent_without_use()
+        ),
+        bypassed=tuple(
+            BypassedShare(m.level, found.fitted_level(m.level, m.query), m.query, m.rho)
+            for m in found.moved
         ),
     )
 
@@ -332,12 +364,39 @@ def _privacy_lines(privacy: Privacy) -> list[str]:
         "|---|---|---|---|",
     ]
     unused = {(u.level, u.query) for u in privacy.spent_without_use}
+    moved = {u.level: u.child for u in privacy.bypassed}
     for level in privacy.levels:
-        lines.append(f"| **{level.name}** | (all) | {level.rho} | |")
+        note = f" (bypassed: measured at {moved[level.name]})" if level.name in moved else ""
+        lines.append(f"| **{level.name}**{note} | (all) | {level.rho} | |")
         for q in level.queries:
             note = " (spent without use)" if (level.name, q.name) in unused else ""
             lines.append(f"| | {q.name}{note} | {q.rho} | {float(q.sigma2):.6g} |")
-    return lines + _unused_lines(privacy.spent_without_use)
+    return lines + _unused_lines(privacy.spent_without_use) + bypassed_lines(privacy.bypassed)
+
+
+def bypassed_lines(bypassed: Sequence[BypassedShare]) -> list[str]:
+    """The single-child bypass in words below the table: per level, where its queries were
+    measured and the rho moved with them (already in that level's figures above)."""
+    if not bypassed:
+        return []
+    pairs: dict[tuple[str, str], list[BypassedShare]] = {}
+    for share in bypassed:
+        pairs.setdefault((share.level, share.child), []).append(share)
+    lines = [
+        "",
+        "Bypassed (single child): a level whose geounit is its parent's only child has the "
+        "parent's histogram, so each query both measure is measured once, at the child, with "
+        "the rho of both (under zCDP rho adds: the guarantee is unchanged, nothing is counted "
+        "twice); the parent's solve fits that measurement.",
+        "",
+    ]
+    for (level, child), shares in pairs.items():
+        rho = sum((s.rho for s in shares), start=Fraction(0))
+        lines.append(
+            f"- {level} -> {child}: {len(shares)} queries ({', '.join(s.query for s in shares)}) "
+            f"measured at {child}; {level}'s rho {rho} ~ {float(rho):.6g} is counted there."
+        )
+    return lines
 
 
 def _unused_lines(unused: Sequence[UnusedShare]) -> list[str]:

@@ -94,11 +94,14 @@ CERTIFICATE_FIELDS = {
     "privacy.delta": "delta of the (epsilon, delta) statement (exact number)",
     "privacy.epsilon_cks": "epsilon at delta (Canonne, Kamath and Steinke's conversion)",
     "privacy.epsilon_bun_steinke": "epsilon at delta (Bun and Steinke's, looser)",
-    "privacy.levels.<level>.rho": "the level's share of rho (exact number)",
+    "privacy.levels.<level>.rho": "the rho spent at the level, as measured (exact number)",
     "privacy.levels.<level>.queries.<query>.rho": "the query's rho at the level (exact number)",
     "privacy.levels.<level>.queries.<query>.sigma2": "its noise variance 1/rho (exact number)",
     "privacy.spent_without_use": "shares spent on an invariant answer (level, query, "
     "share_of_level, rho): measured and published, never used (only where the config opts in)",
+    "privacy.bypassed": "the single-child bypass (level, measured_at, query, rho): a level's "
+    "query measured once at its only child (the lowest of a chain of only children), with "
+    "the rho of both; that rho is counted in measured_at's figures, the level's are 0 there",
     "held_exact.note": 'what "held exact" means',
     "held_exact.invariants": "the input's facts released exactly (outside the guarantee)",
     "held_exact.structural_constraints": "the constraints every output meets exactly",
@@ -270,7 +273,11 @@ def _nmf() -> str:
     return (
         "## Noisy measurements (`nmf/`)\n\n"
         "One row per level, geounit and query measured there (the queries of the config's "
-        "`[budget.queries.<level>]`): public, never a raw count.\n\n"
+        "`[budget.queries.<level>]`): public, never a raw count. Where the levels below the "
+        "root hold one geounit each (a US-rooted run of one state), each query a level shares "
+        "with its only child is measured once, at the child, with the rho of both (its "
+        "`variance` is 1 / their sum): the level has no row for it, and the certificate's "
+        "`privacy.bypassed` lists it.\n\n"
         + markdown_table(("column", "type", "meaning"), rows)
     )
 

@@ -98,6 +98,27 @@ def with_blue(nmf: DataFrame, spark: SparkSession, path: str) -> DataFrame:
     return rows[0].unionByName(rows[1]).unionByName(rows[2])
 
 
+def with_bypassed(nmf: DataFrame, config: Config, facts: PublicFacts) -> DataFrame:
+    """The NMF's rows, and each measurement the single-child bypass moved to a level's
+    only child (``das.spec.bypass``) as the level's own row too: the child's histogram is
+    the level's, so the level's family fits it. Only the solves read these rows; the
+    estimate and the subtree totals read the NMF, where it is one measurement."""
+    levels = config.geography.levels
+    rows = nmf
+    for move in config.measured.moved:
+        home = config.measured.fitted_level(move.level, move.query)
+        index = config.geography.index(move.level)
+        child = nmf.where((F.col("level") == home) & (F.col("query") == move.query))
+        for depth in range(config.geography.index(home), index, -1):  # up the chain
+            child = with_parent(child, levels[depth].name, levels[depth - 1], facts.parents).select(
+                F.lit(levels[depth - 1].name).alias("level"),
+                F.col("parent").alias("geocode"),
+                *[c for c in nmf.columns if c not in ("level", "geocode")],
+            )
+        rows = rows.unionByName(child.select(*nmf.columns))
+    return rows
+
+
 def children_frame(run: LevelRun, plan: LevelPlan) -> DataFrame:
     """One row per geounit of the level: its noisy answers per query (``run.answers``: the
     NMF or ``with_blue``), units, (invariant) total."""

@@ -178,7 +178,9 @@ def _noisy_rows(
     Geounits are measured in runs of one level (``_runs``), each query with one sampler
     call for the whole run (``measure_geounits``). A geounit's queries are emitted in name
     order, so rows leave in the order of their input, (level, geocode), then query: the
-    order of the NMF's files. Arrow in and out: the batch is built from the flat noisy
+    order of the NMF's files. A level bypassed as its parent's only child
+    (``config.measured``) is measured with both levels' rho, and its parent not on the
+    queries they share. Arrow in and out: the batch is built from the flat noisy
     values, with no object per row.
 
     The noise drawn here is exactly the error of the noisy answers, so ``observer`` sees
@@ -186,10 +188,11 @@ def _noisy_rows(
     ``results``, one entry per partition: what needs the noise (the confidential metrics)
     then needs no second pass over the NMF.
     """
+    found = config.measured  # after the single-child bypass (das.spec.bypass)
     plans = {
         level: (
-            tuple(sorted(queries, key=lambda q: q.name)),
-            {q.name: config.budget.sigma2(level, q.name) for q in queries},
+            tuple(sorted((q for q in queries if q.name in found.rho[level]), key=lambda q: q.name)),
+            {q: found.sigma2(level, q) for q in found.queries(level)},
         )
         for level, queries in config.queries.items()
     }
@@ -199,6 +202,10 @@ def _noisy_rows(
         for batch in batches:
             for level, geocodes, rows, cells, counts in _runs(batch):
                 queries, variances = plans[level]
+                if not queries:  # every query measured once at its only child
+                    if counter is not None:
+                        counter.add(len(geocodes))
+                    continue
                 batch_out, noises = measure_geounits(
                     level, geocodes, rows, cells, counts, queries, variances, rng
                 )

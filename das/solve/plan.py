@@ -54,7 +54,9 @@ def level_plan(config: Config, level: str) -> LevelPlan:
     return LevelPlan(
         level=level,
         queries=queries,
-        weights={q.name: float(1 / config.budget.sigma2(level, q.name)) for q in queries},
+        # a query measured once at the level's only child (das.spec.bypass): that
+        # measurement, with the rho of both levels, is the level's own answer too
+        weights={q.name: float(1 / config.measured.fitted_sigma2(level, q.name)) for q in queries},
         passes=tuple(
             p for p in (tuple(q for q in ps if q in measured) for ps in config.passes) if p
         ),

@@ -14,6 +14,7 @@ import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from fractions import Fraction
+from functools import cached_property
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -21,6 +22,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, Strict, Vali
 
 from das.errors import UserError
 from das.spec.budget import Budget, check_invariant_shares, invariant_answers
+from das.spec.bypass import Measured, measured
 from das.spec.exact import parse_fraction
 from das.spec.geography import DEFAULT_LEVELS, Geography
 from das.spec.schema import Query, Schema, load_schema
@@ -140,6 +142,18 @@ class Config:
     queries: Mapping[str, tuple[Query, ...]]  # per level, in measurement order
     passes: tuple[tuple[str, ...], ...]
     total_invariant_level: str | None  # the total is exact from the root down to this level
+    #: The levels bypassed as their parent's only child (``das.spec.bypass``): set by the
+    #: run once the input's geounits are counted (``with_chain``), or by a reader from the NMF.
+    chain: tuple[str, ...] = ()
+
+    @cached_property
+    def measured(self) -> Measured:
+        """Each level's measured queries and their rho, after the single-child bypass."""
+        return measured(self.budget, self.geography.names, self.chain)
+
+    def with_chain(self, chain: tuple[str, ...]) -> Config:
+        """This configuration for an input whose levels ``chain`` are bypassed."""
+        return self if chain == self.chain else replace(self, chain=chain)
 
     @property
     def seed(self) -> int | None:

@@ -126,3 +126,19 @@ def test_the_plan_says_what_the_families_fit():
         "\nfit:     the total pass: the total query alone (the 2020 rule); the other passes: "
         "the noisy answers\n"
     ) in render_plan(rule, run_paths("in", "out"))
+
+
+def test_the_plan_says_where_the_single_child_bypass_would_measure_once():
+    config = load_config(DEMO, seed=1)
+    text = render_plan(config, run_paths("in", "out"))
+    us = config.budget.level_rho("us")
+    assert (
+        "\nsingle-child bypass, if the input has one state (the us's only child; the "
+        "certificate says where it applied):\n"
+        "  bypassed: us -> state (its only child): 10 queries measured once at state with "
+        f"both levels' rho (us's {us} ~ 0.0648567 added to state's); us keeps 0 queries of "
+        "its own\n"
+        "  likewise down each further level that holds one geounit\n"
+    ) in text
+    rows = _rows(text)  # the table is the configuration's: the input is not read
+    assert rows["us (prefix 0, 10 queries)"][0] == us

@@ -81,7 +81,9 @@ def test_json_keeps_its_keys_order_and_values():
         "epsilon_bun_steinke",
         "levels",
         "spent_without_use",
+        "bypassed",
     ]
+    assert data["privacy"]["bypassed"] == []
     assert data["records"] == {"input_records": 10, "output_records": 10}
     assert list(data["held_exact"]) == ["note", "invariants", "structural_constraints"]
     assert data["postprocessing"] == {
@@ -111,6 +113,44 @@ def test_json_keeps_its_keys_order_and_values():
     assert list(state) == ["rho", "queries"]
     assert all(list(q) == ["rho", "sigma2"] for q in state["queries"].values())
     assert _certificate().to_json().endswith("}\n")
+
+
+def test_a_bypassed_level_is_listed_and_its_rho_counted_once_at_its_only_child():
+    """A US-rooted run of one state: the US's queries are measured once, at the state."""
+    config = load_config(ROOT / "configs" / "pl94_2020_production.toml").with_chain(("state",))
+    cert = build_certificate(
+        config,
+        noise_source="test",
+        records=Records(output_records=10, input_records=10),
+        levels=REPORTS,
+    )
+    privacy = json.loads(cert.to_json())["privacy"]
+    rho = Fraction(542, 339) ** 2
+    total = sum(
+        Fraction(q["rho"]["exact"])
+        for lv in privacy["levels"].values()
+        for q in lv["queries"].values()
+    )
+    assert total == rho == Fraction(privacy["rho"]["exact"]) and privacy["rho_matches_config"]
+    assert privacy["levels"]["us"] == {"rho": {"exact": "0", "approx": 0.0}, "queries": {}}
+    state = privacy["levels"]["state"]
+    assert Fraction(state["rho"]["exact"]) == rho * Fraction(104 + 1440, 4099)
+    detailed = rho * Fraction(104, 4099) / 10 + rho * Fraction(1440, 4099) / 10
+    assert state["queries"]["detailed"] == {
+        "rho": {"exact": str(detailed), "approx": float(detailed)},
+        "sigma2": {"exact": str(1 / detailed), "approx": float(1 / detailed)},
+    }
+    assert len(privacy["bypassed"]) == 10
+    assert privacy["bypassed"][0] == {
+        "level": "us",
+        "measured_at": "state",
+        "query": "hhgq",
+        "rho": {"exact": str(rho * Fraction(104, 4099) / 10), "approx": float(rho * 104 / 40990)},
+    }
+    text = render_markdown(cert)
+    assert "| **us** (bypassed: measured at state) | (all) | 0 | |" in text
+    assert "- us -> state: 10 queries (hhgq, hhinstlevels," in text
+    assert f"us's rho {rho * Fraction(104, 4099)} ~ 0.0648567 is counted there." in text
 
 
 def test_a_share_spent_on_an_invariant_is_listed_as_spent_without_use():
