@@ -314,12 +314,16 @@ def spread_counts(problem: ParentProblem, lay: Layout, counts: np.ndarray) -> np
     sizes = _block_sizes(lay)
     single = sizes[lay.block] == 1
     full[:, lay.live[single]] = counts[:, lay.block[single]]
+    order = np.argsort(lay.block, kind="stable")  # cells block by block, each in live order
+    starts = np.concatenate([[0], np.cumsum(sizes)])
+    if problem.parent is None:  # the quotient everywhere, one more on a block's first cells
+        rank = np.empty(lay.live.size, dtype=np.int64)
+        rank[order] = np.arange(lay.live.size) - starts[lay.block[order]]
+        quotient, remainder = np.divmod(counts[0, lay.block].astype(np.int64), sizes[lay.block])
+        full[0, lay.live[~single]] = (quotient + (rank < remainder))[~single]
+        return full
     for b in np.flatnonzero(sizes > 1):
-        cells = lay.live[lay.block == b]
-        if problem.parent is None:
-            quotient, remainder = divmod(int(counts[0, b]), cells.size)
-            full[0, cells] = quotient + (np.arange(cells.size) < remainder)
-        else:
-            plan = northwest_corner(counts[:, b], problem.parent[cells])
-            full[:, cells] = np.rint(plan).astype(np.int64)
+        cells = lay.live[order[starts[b] : starts[b + 1]]]
+        plan = northwest_corner(counts[:, b], problem.parent[cells])
+        full[:, cells] = np.rint(plan).astype(np.int64)
     return full

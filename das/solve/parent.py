@@ -15,7 +15,8 @@ they are re-exported here so that a caller needs this module only.
 
 This module strings the work together; each job has its own module: ``das.solve.compact`` (the
 problem over blocks of live cells, and answers back to cells), ``das.solve.l2.nnls`` (the structured
-L2 solver), ``das.solve.rounding`` (the integer rounding), ``das.solve.failsafe`` (feasibility, and the
+L2 solver; ``das.solve.l2.lifted`` for a pass too large for its dense normal equations),
+``das.solve.rounding`` (the integer rounding), ``das.solve.failsafe`` (feasibility, and the
 relaxation of an infeasible pass), and ``das.solve.total_pass`` (the ``total``-only pass, exactly
 and without a solver, whenever it has the usual form and is feasible).
 """
@@ -38,6 +39,7 @@ from das.solve.compact import (
     spread_values,
 )
 from das.solve.failsafe import feasible_point, relax, relaxed_problem
+from das.solve.l2.lifted import is_large, presolved, solve_lifted
 from das.solve.l2.nnls import L2Result, solve_l2
 from das.solve.parts import round_in_parts
 from das.solve.problem import UNBOUNDED, FixedQuery, Measurement, ParentProblem
@@ -172,7 +174,11 @@ def solve_parent(
         return _solution(problem, lay, cp, fit, rounded, "", (start, done, done))
     problem, lay, cp, feasible, reason = _feasible_form(problem, lay, cp, feasible_hint)
     l2_start = time.perf_counter()
-    fit = solve_l2(cp, feasible)
+    if is_large(cp):  # no dense normal equations; zero rows closed for the rounding too
+        cp = presolved(cp)
+        fit = solve_lifted(cp)[0]
+    else:
+        fit = solve_l2(cp, feasible)
     rounding_start = time.perf_counter()
     rounded = round_in_parts(cp, fit.x, mip_time_limit, mip_gap) or round_counts(
         cp, fit.x, mip_time_limit, relative_gap=mip_gap

@@ -103,9 +103,22 @@ def _keep(kind: int, keys: np.ndarray, rhs: np.ndarray) -> np.ndarray:
     return used
 
 
-def restrict(cp: CompactProblem, normal: Normal, working: np.ndarray) -> _Restricted:
-    """Build the Clarabel QP over the variables in ``working`` (children x blocks, bool)."""
-    var = np.flatnonzero(working.ravel())
+@dataclass(frozen=True)
+class Constraints:
+    """Every constraint row over the variables ``var`` (flat child-major indices), Clarabel
+    form: zero cone first (children-sum per block, child equality rows, ``n_zero`` rows),
+    then nonnegative cone (group upper bounds, group lower bounds, x >= 0). ``kind``/``index``
+    say which constraint each row is, to map Clarabel's duals back (``duals``)."""
+
+    a: sp.csc_matrix
+    b: np.ndarray
+    n_zero: int
+    kind: np.ndarray
+    index: np.ndarray
+
+
+def constraints(cp: CompactProblem, var: np.ndarray) -> Constraints:
+    """The constraint rows of the QP restricted to ``var`` (see ``Constraints``)."""
     child, block = np.divmod(var, cp.n_blocks)
     entries, rhs, kinds, index, offset, n_zero = [], [], [], [], 0, 0
     for kind, keys, pos, coef, values in _constraint_rows(cp, child, block):
@@ -120,15 +133,23 @@ def restrict(cp: CompactProblem, normal: Normal, working: np.ndarray) -> _Restri
         n_zero += int(kept.sum()) if kind in (COUPLING, ROW) else 0
     rows, cols, coefs = (np.concatenate(e) for e in zip(*entries, strict=True))
     a = sp.csc_matrix((coefs, (rows, cols)), shape=(offset, var.size))
+    return Constraints(a, np.concatenate(rhs), n_zero, np.concatenate(kinds), np.concatenate(index))
+
+
+def restrict(cp: CompactProblem, normal: Normal, working: np.ndarray) -> _Restricted:
+    """Build the Clarabel QP over the variables in ``working`` (children x blocks, bool)."""
+    var = np.flatnonzero(working.ravel())
+    child, block = np.divmod(var, cp.n_blocks)
+    rows = constraints(cp, var)
     return _Restricted(
         var,
         _hessian_blocks(normal, child, block),
         -normal.r.ravel()[var],
-        a,
-        np.concatenate(rhs),
-        n_zero,
-        np.concatenate(kinds),
-        np.concatenate(index),
+        rows.a,
+        rows.b,
+        rows.n_zero,
+        rows.kind,
+        rows.index,
     )
 
 
@@ -142,7 +163,7 @@ def _clarabel(qp: _Restricted) -> tuple[str, np.ndarray, np.ndarray]:
     return str(solution.status), np.asarray(solution.x), np.asarray(solution.z)
 
 
-def _duals(cp: CompactProblem, qp: _Restricted, z: np.ndarray) -> Duals:
+def duals(cp: CompactProblem, qp: _Restricted | Constraints, z: np.ndarray) -> Duals:
     """Scatter Clarabel's z back onto the constraints (0 for rows left out)."""
     children, groups, r = cp.n_children, cp.n_groups, cp.rows.shape[0]
     out = [
@@ -180,7 +201,7 @@ def solve_restricted(
     status, values, z = _clarabel(qp)
     x = np.zeros(cp.n_children * cp.n_blocks)
     x[qp.var] = np.maximum(values, 0.0)
-    return InteriorPointSolution(x.reshape(cp.n_children, cp.n_blocks), _duals(cp, qp, z), status)
+    return InteriorPointSolution(x.reshape(cp.n_children, cp.n_blocks), duals(cp, qp, z), status)
 
 
 def interior_point(

@@ -1,0 +1,198 @@
+"""The L2 fit of a pass too large for dense normal equations: one sparse QP, lifted.
+
+``das.solve.l2.nnls`` forms Q = 2 sum_m A_m'W_m A_m densely (blocks x blocks): for the DHC-P
+root (one geounit, no parent, ~3x10^5 blocks in the marginal pass) that is ~600 GiB. Here
+the same problem is handed to Clarabel (interior point, sparse LDL) in a form whose
+matrices have O(blocks x queries) entries:
+
+- a query row holding one open variable of a child is a diagonal term of P on it;
+- a query row holding several gets a lifted variable z (the row's sum), a diagonal term on
+  z and a zero-cone row z - sum x = 0. Eliminating z gives back A'WA, so the optimum is the
+  same; only the factorisation sees the sparse form.
+
+Presolve, exact: a child's equality row with value 0 (an earlier pass's answer of zero)
+forces every open variable in it to zero (x >= 0), so they are closed before the solve.
+At the root this removes most of the ``detailed`` pass's cells (every cell whose marginal
+counts were rounded to zero).
+
+Optimality: Clarabel stops at a relative duality gap and feasibility of ``GAP`` (set well
+below its defaults). ``kkt_residual`` measures the answer against the KKT conditions of the
+unlifted problem (equality residual, negative reduced costs, complementarity), from the
+reduced costs computed matrix-free; the result's status says how far it is. The equalities
+hold to Clarabel's feasibility tolerance, not exactly: the integer rounding
+(``das.solve.rounding``) makes them exact.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+import clarabel
+import numpy as np
+import scipy.sparse as sp
+
+from das.errors import InternalError
+from das.solve.l2.kkt import Duals, group_sums, objective
+from das.solve.l2.nnls import L2Result
+from das.solve.l2.working_set import Constraints, constraints, duals
+
+if TYPE_CHECKING:
+    from das.solve.compact import CompactProblem
+
+#: Compact blocks above which a pass is solved here: a dense Q of 20,000 blocks is 3.2 GB
+#: (and each active-set step factors pieces of it). P.L. 94-171 has 2,016 cells, so no
+#: P.L. 94-171 family ever comes here.
+LARGE_BLOCKS = 20_000
+
+#: Clarabel's gap and feasibility tolerances (relative and absolute) for the large path.
+GAP = 1e-10
+
+
+def is_large(cp: CompactProblem) -> bool:
+    """Whether the pass is too large for the dense normal equations."""
+    return cp.n_blocks > LARGE_BLOCKS
+
+
+@dataclass(frozen=True)
+class _Lifted:
+    """The lifted QP: variables [x over ``var``, z over multi-variable rows]."""
+
+    var: np.ndarray
+    p: sp.csc_matrix
+    q: np.ndarray
+    a: sp.csc_matrix
+    b: np.ndarray
+    n_zero: int
+    n_lift: int
+    rows: Constraints
+
+
+def presolved(cp: CompactProblem) -> CompactProblem:
+    """``cp`` with every open variable in a zero-valued equality row closed (exact)."""
+    if cp.rows.shape[0] == 0:
+        return cp
+    rows = sp.csr_matrix(cp.rows)
+    zero = cp.row_values == 0  # (C, r)
+    forced = (zero.astype(np.float64) @ (rows != 0).astype(np.float64)) > 0
+    return replace(cp, open=cp.open & ~forced)
+
+
+def _objective_terms(
+    cp: CompactProblem, var: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(diag on x, linear on x, diag on z, linear on z, lift row of each entry, its x
+    position): 1/2 P + q terms of sum_c a_c sum_m ||W^(1/2)(A_m x_c - y_c)||^2."""
+    child, block = np.divmod(var, cp.n_blocks)
+    scale = cp.child_scale()
+    diag, lin = np.zeros(var.size), np.zeros(var.size)
+    z_diag, z_lin, lift_row, lift_pos = [], [], [], []
+    lifted = 0
+    for query in cp.queries:
+        w = query.weights()
+        key = child * query.n_rows + query.row[block]
+        members = np.bincount(key, minlength=cp.n_children * query.n_rows)
+        c_of, r_of = np.divmod(np.arange(members.size), query.n_rows)
+        weight = 2.0 * scale[c_of] * w[r_of]  # (C * rows) curvature of each row
+        target = query.answers.ravel()
+        single = members[key] == 1
+        diag[single] += weight[key[single]]
+        lin[single] -= weight[key[single]] * target[key[single]]
+        multi = np.flatnonzero(members > 1)
+        number = np.full(members.size, -1)
+        number[multi] = lifted + np.arange(multi.size)
+        z_diag.append(weight[multi])
+        z_lin.append(-weight[multi] * target[multi])
+        many = ~single
+        lift_row.append(number[key[many]])
+        lift_pos.append(np.flatnonzero(many))
+        lifted += multi.size
+    return (
+        diag,
+        lin,
+        np.concatenate(z_diag),
+        np.concatenate(z_lin),
+        np.concatenate(lift_row),
+        np.concatenate(lift_pos),
+    )
+
+
+def lift(cp: CompactProblem) -> _Lifted:
+    """The lifted QP over the open variables of ``cp`` (see the module docstring)."""
+    var = np.flatnonzero(cp.open.ravel())
+    diag, lin, z_diag, z_lin, lift_row, lift_pos = _objective_terms(cp, var)
+    n_lift = z_diag.size
+    rows = constraints(cp, var)
+    linking = sp.hstack(
+        [
+            sp.csc_matrix(
+                (-np.ones(lift_row.size), (lift_row, lift_pos)), shape=(n_lift, var.size)
+            ),
+            sp.identity(n_lift, format="csc"),
+        ]
+    )
+    padded = sp.hstack([rows.a, sp.csc_matrix((rows.a.shape[0], n_lift))])
+    return _Lifted(
+        var,
+        sp.diags(np.concatenate([diag, z_diag]), format="csc"),
+        np.concatenate([lin, z_lin]),
+        sp.csc_matrix(sp.vstack([linking, padded])),
+        np.concatenate([np.zeros(n_lift), rows.b]),
+        n_lift + rows.n_zero,
+        n_lift,
+        rows,
+    )
+
+
+def gradient(cp: CompactProblem, x: np.ndarray) -> np.ndarray:
+    """(C, n) the objective's gradient a_c Q x_c - R_c, matrix-free: O(blocks x queries)."""
+    scale = cp.child_scale()[:, None]
+    out = np.zeros_like(x)
+    for query in cp.queries:
+        residual = (query.sums(x) - query.answers) * query.weights()[None, :]
+        out += 2.0 * scale * residual[:, query.row]
+    return out
+
+
+def kkt_residual(cp: CompactProblem, x: np.ndarray, multipliers: Duals) -> float:
+    """The largest violation of the KKT conditions at (x, multipliers), in counts (primal)
+    or gradient units (dual): equality rows, children sums, negative reduced costs of open
+    variables and complementarity x * reduced cost."""
+    mu = gradient(cp, x) + multipliers.coupling[None, :]
+    if cp.rows.shape[0]:
+        mu = mu + np.asarray(cp.rows.T @ multipliers.rows.T).T
+    mu = mu + multipliers.upper[:, cp.groups] - multipliers.lower[:, cp.groups]
+    violations = [np.abs(np.asarray(cp.rows @ x.T).T - cp.row_values).max(initial=0.0)]
+    if cp.parent is not None:
+        violations.append(float(np.abs(x.sum(axis=0) - cp.parent).max(initial=0.0)))
+    sums = group_sums(cp, x)
+    violations.append(float(np.maximum(sums - cp.upper, 0.0).max(initial=0.0)))
+    violations.append(float(np.maximum(cp.lower - sums, 0.0).max(initial=0.0)))
+    violations.append(float(np.maximum(-mu[cp.open], 0.0).max(initial=0.0)))
+    violations.append(float(np.abs(x * mu)[cp.open].max(initial=0.0)))
+    return float(max(violations))
+
+
+def solve_lifted(cp: CompactProblem) -> tuple[L2Result, float]:
+    """The pass's L2 optimum by Clarabel on the lifted QP, and its KKT residual."""
+    reduced = presolved(cp)
+    qp = lift(reduced)
+    settings = clarabel.DefaultSettings()
+    settings.verbose = False
+    settings.max_threads = 1
+    settings.tol_gap_abs = settings.tol_gap_rel = GAP
+    settings.tol_feas = settings.tol_ktratio = GAP
+    cones = [clarabel.ZeroConeT(qp.n_zero), clarabel.NonnegativeConeT(qp.b.size - qp.n_zero)]
+    solution = clarabel.DefaultSolver(qp.p, qp.q, qp.a, qp.b, cones, settings).solve()
+    status = str(solution.status)
+    if status not in ("Solved", "AlmostSolved"):
+        raise InternalError(
+            f"L2 fit (lifted): Clarabel ended with {status} "
+            f"({cp.n_children} children, {cp.n_blocks} blocks)"
+        )
+    flat = np.zeros(cp.n_children * cp.n_blocks)
+    flat[qp.var] = np.maximum(np.asarray(solution.x)[: qp.var.size], 0.0)
+    x = flat.reshape(cp.n_children, cp.n_blocks)
+    residual = kkt_residual(reduced, x, duals(cp, qp.rows, np.asarray(solution.z)[qp.n_lift :]))
+    label = "optimal" if status == "Solved" else "optimal (reduced accuracy)"
+    return L2Result(x, objective(cp, x), label, "lifted interior point", 0, 1), residual
