@@ -14,6 +14,7 @@ layout of ``estimates/`` (level, geocode, query, estimates, variances), so whate
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -35,24 +36,21 @@ from das.spark.marks import RunMode
 GEOUNITS = "geounits"
 
 
-def one_geounit(est: Estimate, index: int) -> Estimate:
-    """Geounit ``index``'s part of a level's ``est``."""
+def some_geounits(est: Estimate, index: np.ndarray) -> Estimate:
+    """The geounits ``index``'s part of a level's ``est``."""
+    f = [f[index] for f in est.f]
     if est.shared is None:
-        return Estimate(
-            f=[f[index : index + 1] for f in est.f], F=[F[index : index + 1] for F in est.F]
-        )
-    return Estimate(
-        f=[f[index : index + 1] for f in est.f], F=est.F, shared=est.shared[index : index + 1]
-    )
+        return Estimate(f=f, F=[F[index] for F in est.F])
+    return Estimate(f=f, F=est.F, shared=est.shared[index])
 
 
 def geounit_path(output: str, level: str, geocode: str) -> Path:
     return Path(output) / GEOUNITS / f"{level}-{geocode or 'root'}.parquet"
 
 
-def geounit_estimate_body(output: str, level: str, geocode: str) -> str:
-    """Write the geounit's rows; the summary to print."""
-    start = time.perf_counter()
+def geounit_rows(output: str, level: str, geocodes: Sequence[str]) -> pa.Table:
+    """The rows of ``estimates/``'s layout of the geounits ``geocodes`` of ``level``
+    (ascending), every query of the level at full precision, from the run's public files."""
     config = run_config(output)
     root = Path(output)
     if level not in config.geography.names:
@@ -69,19 +67,26 @@ def geounit_estimate_body(output: str, level: str, geocode: str) -> str:
     estimates = passes(basis, subtree.data, subtree.invariant)[1]
     depth = config.geography.names.index(level)
     codes = np.asarray(subtree.geocodes[depth]).astype(str)
-    index = int(np.searchsorted(codes, geocode))
-    if index >= len(codes) or codes[index] != geocode:
-        raise UserError(f"--geocode {geocode!r}: no geounit of level {level} has that code")
+    wanted = np.unique(np.asarray(geocodes, dtype=str))
+    index = np.minimum(np.searchsorted(codes, wanted), len(codes) - 1)
+    missing = wanted[codes[index] != wanted]
+    if len(missing):
+        raise UserError(f"--geocode {missing[0]!r}: no geounit of level {level} has that code")
     schema = RunMode.of(config.seed).arrow_schema(ESTIMATES_SCHEMA)
-    est = one_geounit(estimates[depth], index)
-    batches = estimate_batches(
-        basis, config, level, codes[index : index + 1], est, schema, stored=False
-    )
-    table = pa.Table.from_batches(list(batches), schema=schema)
+    est = some_geounits(estimates[depth], index)
+    batches = estimate_batches(basis, config, level, codes[index], est, schema, stored=False)
+    return pa.Table.from_batches(list(batches), schema=schema)
+
+
+def geounit_estimate_body(output: str, level: str, geocode: str) -> str:
+    """Write the geounit's rows; the summary to print."""
+    start = time.perf_counter()
+    table = geounit_rows(output, level, [geocode])
     path = geounit_path(output, level, geocode)
     path.parent.mkdir(exist_ok=True)
     pq.write_table(table, path)
     seconds = time.perf_counter() - start
+    config = run_config(output)
     computed = on_demand(config, level)
     note = f" (not in estimates/: {', '.join(computed)})" if computed else ""
     return "\n".join(
