@@ -78,13 +78,17 @@ def true_answers(
 def coverage(
     output: Path, truth: dict[tuple[str, str], dict[str, np.ndarray]]
 ) -> dict[tuple[str, str], tuple[int, int]]:
-    """(level, query) -> (cells inside their interval, cells with a positive variance)."""
+    """(level, query) -> (cells inside their interval, cells with a positive variance), for
+    the (level, query) pairs ``estimates/`` stores (not the block's ``detailed``, which it
+    leaves to ``das estimate --level --geocode``: das.estimate.stored)."""
     table = pq.read_table(output / "estimates")
     result = {}
     for (level, query), answers in truth.items():
         part = table.filter(
             pc.and_(pc.equal(table["level"], level), pc.equal(table["query"], query))
         )
+        if not part.num_rows:
+            continue
         part = part.sort_by("geocode")
         true = np.concatenate([answers[g] for g in part["geocode"].to_pylist()])
         est = pc.list_flatten(part["estimates"]).to_numpy()

@@ -133,12 +133,16 @@ def topdown_command(master: str, *spark_conf: str) -> list[str]:
             str(ROOT / "jobs" / "topdown.py")]  # fmt: skip
 
 
-def assert_known_zeros(config: Config, input_dir: Path, output: Path) -> None:
+def assert_known_zeros(
+    config: Config, input_dir: Path, output: Path, detailed: pd.DataFrame | None = None
+) -> None:
     """invariants/ publishes each block's units as the input's units table has them
     (whether it has a housing unit, then its occupied facilities of each type; zeros for a
-    block without units); in estimates/, a block's cells of a type it has none of, and of
-    the structural zero (no one under 18 in a nursing facility), are 0 with variance 0,
-    and every other cell is measured. Most cells are such zeros."""
+    block without units); in estimates/, a block's `hhgq` cells of a type it has none of are
+    0 with variance 0, and the others measured. ``detailed``: the blocks' detailed rows
+    (which estimates/ leaves out: `das estimate --level block`), whose cells of a type the
+    block has none of, and of the structural zero (no one under 18 in a nursing facility),
+    are 0 with variance 0, every other cell measured; most cells are such zeros."""
     units = pd.read_parquet(input_dir / "units.parquet")
     invariants = pq.read_table(output / "invariants").to_pandas()
     rows = invariants[invariants["query"] == "units"]
@@ -153,7 +157,14 @@ def assert_known_zeros(config: Config, input_dir: Path, output: Path) -> None:
     assert published == expected
 
     estimates = pq.read_table(output / "estimates").to_pandas()
-    detailed = estimates[(estimates["level"] == "block") & (estimates["query"] == "detailed")]
+    hhgq_rows = estimates[(estimates["level"] == "block") & (estimates["query"] == "hhgq")]
+    assert set(hhgq_rows["geocode"]) == set(published)
+    for row in hhgq_rows.itertuples():
+        live = np.asarray(published[row.geocode]) > 0  # the hhgq cells: the units' order
+        assert np.all(row.estimates[~live] == 0.0) and np.all(row.variances[~live] == 0.0)
+        assert np.all(row.variances[live] > 0.0)
+    if detailed is None:
+        return
     assert set(detailed["geocode"]) == set(published)
     schema = config.schema
     hhgq = schema.cell_codes(np.arange(schema.size))[:, schema.axis("hhgq")]

@@ -60,6 +60,7 @@ from das.estimate.exchange import (
 )
 from das.estimate.files import ABOVE, write_file
 from das.estimate.read import check_sums, exact_totals, parents
+from das.estimate.stored import stored_queries
 from das.estimate.subtree import (
     EXACT,
     MEASURED,
@@ -95,8 +96,8 @@ MAX_SUBTREE_BLOCKS = 4096
 class LevelSummary:
     level: str
     geounits: int
-    rows: int  # geounits x queries
-    cells: int  # the estimates written: geounits x the queries' cells
+    rows: int  # geounits x the queries written (das.estimate.stored)
+    cells: int  # the estimates written: geounits x those queries' cells
 
 
 def public_frame(spark: SparkSession, uri: str) -> DataFrame:
@@ -479,6 +480,6 @@ def _summaries(config: Config, found: Above, ups: pa.Table) -> list[LevelSummary
     counts = [len(g) for g in found.geocodes] + [int(n) for n in below]
     summaries = []
     for name, n in zip(config.geography.names, counts, strict=True):
-        queries = config.queries[name]
+        queries = stored_queries(config, name)  # the rows written
         summaries.append(LevelSummary(name, n, n * len(queries), n * sum(q.size for q in queries)))
     return summaries

@@ -1,7 +1,8 @@
 """The public files the estimator writes (``estimates/``) and reads besides the NMF
 (``invariants/``, ``geography/``).
 
-``estimates/`` has a row per geounit and query, its cells as two arrays (estimates,
+``estimates/`` has a row per geounit and query it stores (``das.estimate.stored``: every
+query above the leaf level, the leaf's small ones), its cells as two arrays (estimates,
 variances). Its rows are built as Arrow record batches (here, a few thousand geounits
 at a time, by the subtrees' tasks and the driver) under a schema that marks every
 column with the run's mode as Spark would (``das.spark.marks``), and written by the tasks
@@ -19,6 +20,7 @@ from pyspark.sql import types as T
 
 from das.estimate.answers import estimates, histograms, variance, variance_plan
 from das.estimate.basis import Basis
+from das.estimate.stored import stored_queries, stored_values
 from das.estimate.tree import Estimate
 from das.spark.task_files import repeated_strings
 from das.spec.config import Config
@@ -91,11 +93,21 @@ def exact_floor(config: Config) -> float:
 
 
 def estimate_batches(
-    basis: Basis, config: Config, level: str, geocodes: np.ndarray, est: Estimate, schema: pa.Schema
+    basis: Basis,
+    config: Config,
+    level: str,
+    geocodes: np.ndarray,
+    est: Estimate,
+    schema: pa.Schema,
+    stored: bool = True,
 ) -> Iterator[pa.RecordBatch]:
     """A level's rows of ``estimates/`` (queries in name order), a few thousand geounits
-    at a time: the histograms of a batch are formed only for that batch."""
+    at a time: the histograms of a batch are formed only for that batch. ``stored``: the
+    queries and precision ``estimates/`` keeps (``das.estimate.stored``); else every
+    query of the level at full precision (one geounit's, on demand)."""
     queries = sorted(config.queries[level], key=lambda q: q.name)
+    if stored:
+        queries = stored_queries(config, level)
     plans = [variance_plan(basis, config.schema, q) for q in queries]
     floor = exact_floor(config)
     for begin in range(0, len(geocodes), GEOUNITS_PER_BATCH):
@@ -116,6 +128,11 @@ def estimate_batches(
             exact = v <= floor  # an exact total, a known zero, or a sum of them
             v[exact] = 0.0
             e[exact] = np.round(e[exact]) + 0.0  # a count: rounding's 1e-13 off it (and -0) removed
+        if stored:
+            found, spread = (
+                stored_values(config, level, found),
+                stored_values(config, level, spread),
+            )
         yield estimate_batch(
             level,
             geocodes[part],

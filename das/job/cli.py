@@ -189,6 +189,15 @@ def parser() -> argparse.ArgumentParser:
         "estimate, exact variance and 90%% interval of every table line and measured query, "
         "to OUTPUT/areas/<column>.parquet (estimates/ is left as it is)",
     )  # fmt: skip
+    estimate.add_argument(
+        "--level", metavar="L",
+        help="with --geocode: one geounit's estimate and exact variance of every query "
+        "measured at its level, at full precision (the block's detailed too, which "
+        "estimates/ leaves out), to OUTPUT/geounits/<L>-<G>.parquet",
+    )  # fmt: skip
+    estimate.add_argument(
+        "--geocode", metavar="G", help="the geounit of --level (its GEOID prefix)"
+    )  # fmt: skip
     add_conf_argument(estimate)
 
     add_tabulate_command(commands)
@@ -389,6 +398,15 @@ def audit_command(args: argparse.Namespace) -> None:
 
 
 def estimate_command(args: argparse.Namespace) -> None:
+    if (args.level is None) != (args.geocode is None):
+        raise UserError("das estimate: --level and --geocode go together")
+    if args.level is not None and args.areas is not None:
+        raise UserError("das estimate: --areas, or --level with --geocode, not both")
+    if args.level is not None:
+        from das.job.geounit_estimate import geounit_estimate_body
+
+        print(geounit_estimate_body(args.output, args.level, args.geocode))
+        return
     if args.areas is not None:
         from das.job.area_estimates import area_estimates_body
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import sys
 
+from das.estimate.stored import LEAF_QUERY_CELLS
 from das.estimate.write import ESTIMATES_SCHEMA, INVARIANTS_SCHEMA
 from das.output.microdata import GEOGRAPHY_COLUMNS, microdata_schema
 from das.postprocess.levels import CHECKPOINT_SCHEMA
@@ -45,7 +46,8 @@ ESTIMATE_COLUMNS = {
     "estimates": "the estimate of every cell of the query, indexed by the 0-based cell "
     "(can be negative or fractional, but for an answer known exactly)",
     "variances": "their exact variances, aligned; 0 for an answer known exactly (a total held "
-    "exact, a known zero). A 90% interval: estimates[i] +- 1.6449 sqrt(variances[i])",
+    "exact, a known zero). A 90% interval: estimates[i] +- 1.6449 sqrt(variances[i]). At the "
+    "block level both arrays hold float32's precision (see above)",
 }
 
 INVARIANT_COLUMNS = {
@@ -165,7 +167,11 @@ _PUBLIC = (
     ("`geography/`", "only where the geography file gives a level codes of its own: each "
      "geounit's parent, at the levels where it is not the GEOID prefix"),
     ("`estimates/`", "the best linear unbiased estimate of every measured query at every "
-     "geounit from the whole NMF and the invariants, with its variance (`das estimate`)"),
+     "geounit from the whole NMF and the invariants, with its variance (`das estimate`); "
+     f"at the block level, the queries of at most {LEAF_QUERY_CELLS} cells (the others: "
+     "`das estimate OUTPUT --level L --geocode G`)"),
+    ("`geounits/<level>-<geocode>.parquet`", "written by `das estimate --level --geocode`, "
+     "not by the run: one geounit's every query, as in `estimates/`, at full precision"),
     ("`levels/<level>/`", "each level's protected histograms (checkpoints: `--resume` restarts "
      "after the last one)"),
     ("`mdf/TABBLKST=../TABBLKCOU=../`", "the protected microdata (MDF), one row per record"),
@@ -303,6 +309,19 @@ def _estimates() -> str:
         "recomputes it. One file per group of subtrees, written by the task that "
         "computed it (by Spark where pyarrow cannot open the output's file system); read "
         "the directory, as for every output. "
+        "Every level above the block holds every query measured there, at full precision "
+        '(float64; the post-processor\'s `target = "blue"` fits read them). The block '
+        f"level holds the queries of at most {LEAF_QUERY_CELLS} cells (in P.L. 94-171 every "
+        "query but `detailed`, whose 2,016 cells per block would make the directory many "
+        "times the NMF's size), with their estimates and variances rounded to float32's "
+        "precision (a 24-bit significand: a relative error of at most 6e-8, which moves a "
+        "90% interval's ends by under 0.001 of a person for any block answer below 16,000) "
+        "and stored as doubles; an answer known exactly keeps its integer estimate and its "
+        "variance of 0. `das estimate OUTPUT --level L --geocode G` computes one geounit's "
+        "every query (a block's `detailed` too) at full precision from the same public "
+        "files, to `OUTPUT/geounits/L-G.parquet` (`root` for an empty geocode) in the "
+        "layout below; `das estimate OUTPUT --areas FILE` any union of blocks "
+        "(docs/users.md). "
         "Known zeros are imposed too: the schema's structural zeros, and in each block the "
         "levels of the facility attribute it has no unit of (its `units` row), so in every "
         "geounit whose blocks all share them. An answer known exactly (an exact total, a "

@@ -76,9 +76,11 @@ def write_parquet(
     batches: Iterable[pa.RecordBatch],
     compression: str | Mapping[str, str],
     use_dictionary: bool | Sequence[str] = True,
+    byte_stream_split: Sequence[str] = (),
 ) -> int:
     """Write ``batches`` (a row group each) as the file ``name``; return its rows. The
-    options are pyarrow's (a codec per column, the columns to dictionary-encode)."""
+    options are pyarrow's (a codec per column, the columns to dictionary-encode, the
+    floating-point columns to byte-stream-split)."""
     rows = 0
     with (
         placed(target, name) as (fs, temporary),
@@ -88,6 +90,7 @@ def write_parquet(
             filesystem=fs,
             compression=compression,
             use_dictionary=use_dictionary,
+            use_byte_stream_split=list(byte_stream_split) or False,
         ) as writer,
     ):
         for batch in batches:
