@@ -31,6 +31,13 @@ from das.spec.config import Config
 AGREEMENT_SCHEMA = "geocode string, cells array<int>, counts array<bigint>"
 
 
+def agreement_frames(spark: SparkSession, config: Config) -> dict[str, DataFrame]:
+    """``read_agreement``'s frames, or none where the run agrees with no other run."""
+    if config.file.postprocess.agree_with is None:
+        return {}
+    return read_agreement(spark, config)
+
+
 def read_agreement(spark: SparkSession, config: Config) -> dict[str, DataFrame]:
     """Per level, (geocode, cells, counts): each geounit's counts in the other product's
     cells (the rows of ``agree_on``), from the run ``postprocess.agree_with`` names."""

@@ -36,6 +36,7 @@ from das.confidential.validation import validate_run
 from das.errors import InternalError
 from das.input.files import check_input_files
 from das.input.read import LevelHistograms, count_geounits, read_histograms
+from das.job.agreement import agreement_frames
 from das.job.estimate import run_estimate, write_run_geography, write_run_invariants
 from das.job.failure import cleaned_on_failure
 from das.job.plan import noise_source
@@ -193,8 +194,19 @@ def dense_run(
     answers = with_bypassed(nmf, config, facts)
     if config.file.postprocess.target == "blue":
         answers = with_blue(answers, spark, f"{output}/estimates")
+    agreement = agreement_frames(spark, config)
     run = LevelRun(
-        spark, config, output, nmf, answers, facts, geounits, below, exchanged, confidential
+        spark,
+        config,
+        output,
+        nmf,
+        answers,
+        facts,
+        geounits,
+        below,
+        exchanged,
+        confidential,
+        agreement,
     )
     try:
         reports, protected = solve_levels(run, progress)

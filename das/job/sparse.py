@@ -23,6 +23,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from das.input.read import LevelHistograms
+from das.job.agreement import agreement_frames
 from das.job.progress import Progress, phase
 from das.postprocess.levels import LevelRun, solve_and_checkpoint
 from das.postprocess.public import read_public
@@ -72,6 +73,7 @@ def sparse_levels(
     protected: dict[str, DataFrame] = {}
     parents: DataFrame | None = None
     levels = config.geography.levels
+    agreement = agreement_frames(spark, config)
     for index, level in enumerate(levels):
         counter = progress.counter()
         with phase(progress, f"measure {level.name}", geounits[level.name], counter):
@@ -83,7 +85,17 @@ def sparse_levels(
             )
         nmf = read_nmf(spark, nmf_path)  # every level measured so far, read back from disk
         facts = read_public(spark, config, output)
-        run = LevelRun(spark, config, output, nmf, nmf, facts, geounits, timings=confidential)
+        run = LevelRun(
+            spark,
+            config,
+            output,
+            nmf,
+            nmf,
+            facts,
+            geounits,
+            timings=confidential,
+            agreement=agreement,
+        )
         parent_count = geounits[levels[index - 1].name] if index else 1
         counter = progress.counter()
         with phase(progress, f"solve {level.name}", parent_count, counter, "parents"):

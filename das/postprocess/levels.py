@@ -33,6 +33,8 @@ from das.postprocess.from_files import by_files, covers
 from das.postprocess.public import PublicFacts, level_invariants, with_parent
 from das.postprocess.report import LevelReport
 from das.postprocess.rows import (
+    AGREED,
+    AGREED_COUNTS,
     ROWS,
     SOLUTION_ARROW,
     family_rows,
@@ -71,6 +73,9 @@ class LevelRun:
     exchanged: Exchanged | None = None  # the NMF's rows as the estimate left them
     #: The confidential directory, where each parent's solve seconds go (never public).
     timings: str | None = None
+    #: Per level, (geocode, agree_cells, agree_counts): each geounit's counts that another
+    #: product's published run fixes (``postprocess.agree_with``; das.job.agreement).
+    agreement: Mapping[str, DataFrame] = field(default_factory=dict)
 
 
 def _names(plan: LevelPlan) -> list[str]:
@@ -119,11 +124,24 @@ def with_bypassed(nmf: DataFrame, config: Config, facts: PublicFacts) -> DataFra
     return rows
 
 
+def _facts(run: LevelRun, level: str) -> DataFrame:
+    """The level's published invariants per geounit, with the counts another product's run
+    fixes where the run agrees with one (``AGREED``: none where a geounit has no persons
+    there)."""
+    invariants = level_invariants(run.facts, level)
+    if level not in run.agreement:
+        return invariants
+    agreed = run.agreement[level].select(
+        "geocode", F.col("cells").alias(AGREED), F.col("counts").alias(AGREED_COUNTS)
+    )
+    return invariants.join(agreed, "geocode", "left")
+
+
 def children_frame(run: LevelRun, plan: LevelPlan) -> DataFrame:
     """One row per geounit of the level: its noisy answers per query (``run.answers``: the
     NMF or ``with_blue``), units, (invariant) total."""
     pivot = level_measurements(_answers(run.answers, plan), plan.level, _names(plan))
-    return pivot.join(level_invariants(run.facts, plan.level), "geocode")
+    return pivot.join(_facts(run, plan.level), "geocode")
 
 
 def solve_root(run: LevelRun) -> DataFrame:
@@ -157,7 +175,7 @@ def solve_level(
     def parent_of(frame: DataFrame) -> DataFrame:
         return with_parent(frame, level.name, parent_level, run.facts.parents)
 
-    invariants = level_invariants(run.facts, level.name)
+    invariants = _facts(run, level.name)
     if below is not None:
         invariants = invariants.join(F.broadcast(below), "geocode", "left")
     children = parent_of(invariants).join(

@@ -71,7 +71,7 @@ def family_rows(plan: LevelPlan, group: pa.Table, parent: np.ndarray | None) -> 
     # the BLUE's columns follow the noisy answers', then its variances' (target_names)
     blue = (per_query(k), per_query(2 * k)) if plan.target == "blue" else None
     units, totals, below = _invariants(plan, group)
-    result = solve_family(plan, parent, answers, units, totals, blue, below)
+    result = solve_family(plan, parent, answers, units, totals, blue, below, _agreed(plan, group))
     return _solution_table(group, result, None, time.perf_counter() - start)
 
 
@@ -106,9 +106,36 @@ def support_family_rows(
         answers[query.name] = support_answers(support, query.name, values, rows, who)
     units, totals, below = _invariants(plan, group)
     result = solve_family(
-        restricted_plan(plan, support), support.counts, answers, units, totals, None, below
+        restricted_plan(plan, support),
+        support.counts,
+        answers,
+        units,
+        totals,
+        None,
+        below,
+        _agreed(plan, group),
     )
     return _solution_table(group, result, support.cells, time.perf_counter() - start)
+
+
+#: The columns of each child's counts that another product's run fixes (``AGREED`` cells and
+#: their counts, in ``plan.agree_on``'s rows; das.job.agreement).
+AGREED, AGREED_COUNTS = "agree_cells", "agree_counts"
+
+
+def _agreed(plan: LevelPlan, group: pa.Table) -> np.ndarray | None:
+    """(children x rows of ``plan.agree_on``) the counts the agreed run fixes, or None."""
+    if plan.agree_on is None or AGREED not in group.column_names:
+        return None
+    n = group.num_rows
+    cells = group.column(AGREED).combine_chunks()
+    counts = group.column(AGREED_COUNTS).combine_chunks()
+    lengths = pc.fill_null(pc.list_value_length(cells), 0).to_numpy(zero_copy_only=False)
+    agreed = np.zeros((n, plan.agree_on.size), dtype=np.int64)
+    rows = np.repeat(np.arange(n), lengths)
+    flat = cells.flatten().to_numpy(zero_copy_only=False).astype(np.int64)
+    agreed[rows, flat] = counts.flatten().to_numpy(zero_copy_only=False)
+    return agreed
 
 
 def _invariants(

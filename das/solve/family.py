@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import scipy.sparse as sp
 
 from das.errors import InternalError, UserError
 from das.solve.parent import UNBOUNDED, FixedQuery, Measurement, ParentProblem
@@ -132,6 +133,17 @@ def _pass_problem(
     )
 
 
+def _agreement_matrix(plan: LevelPlan) -> sp.csr_matrix:
+    """``plan.agree_on``'s matrix over the plan's cells (a parent's support: built from the
+    cell map, never a matrix as wide as the schema)."""
+    query = plan.agree_on
+    assert query is not None
+    cells = np.arange(query.cell_map.size) if plan.cells is None else plan.cells
+    rows = query.cell_map[cells]
+    ones = np.ones(cells.size, dtype=np.float64)
+    return sp.csr_matrix((ones, (rows, np.arange(cells.size))), shape=(query.size, cells.size))
+
+
 def solve_family(
     plan: LevelPlan,
     parent: np.ndarray | None,
@@ -140,15 +152,19 @@ def solve_family(
     totals: np.ndarray | None,
     blue: Blue | None = None,
     below: Below | None = None,
+    agreed: np.ndarray | None = None,
 ) -> FamilyResult:
     """Solve one parent's children through every pass (see ``FamilyResult``) from their
     noisy ``answers``; with ``blue``, the passes after the ``total``-only one fit the
     children's BLUE instead, weighted by its variances; with ``below``, the total pass
-    also fits what the children's subtrees measured."""
+    also fits what the children's subtrees measured; with ``agreed`` (children x rows of
+    ``plan.agree_on``), every pass holds the children's answers to that query exactly."""
     bounds = facility_bounds(plan.schema, units, plan.cells)
     by_name = {q.name: q for q in plan.queries}
     solve = solver_named(plan.solver)
     fixed: list[FixedQuery] = []
+    if agreed is not None and plan.agree_on is not None:
+        fixed.append(FixedQuery("agree_on", _agreement_matrix(plan), agreed))
     notes = []
     counts = None
     gap = 0.0

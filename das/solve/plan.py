@@ -35,6 +35,9 @@ class LevelPlan:
     #: parent's support, each query's ``cell_map`` then indexing only the rows those cells
     #: reach); None: every cell of the schema.
     cells: np.ndarray | None = field(default=None, compare=False, repr=False)
+    #: The query whose answers another product's published run fixes for every child
+    #: (``postprocess.agree_on``; ``das.job.agreement``); None: no agreement.
+    agree_on: Query | None = field(default=None, compare=False, repr=False)
 
     @property
     def n_cells(self) -> int:
@@ -68,4 +71,7 @@ def level_plan(config: Config, level: str) -> LevelPlan:
         solver=config.file.postprocess.solver,
         mip_gap=config.file.postprocess.mip_gap,
         mip_time_limit=config.file.postprocess.mip_time_limit,
+        agree_on=None
+        if (name := config.file.postprocess.agree_on) is None
+        else config.schema.query(name),
     )
