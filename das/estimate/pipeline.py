@@ -311,10 +311,14 @@ def _estimate(
         prefixes, blocks = block_counts(nmf, config)
     else:
         prefixes, blocks = block_counts_of(io[1], config, recoder)
-    # the levels bypassed as their parent's only child, as the NMF's blocks show them
-    config = config.with_chain(
-        root_chain(config.geography.names, single_levels(prefixes, blocks, config))
-    )
+    # the levels bypassed as their parent's only child, as the NMF's blocks show them; a run
+    # whose root has rows of its own was not bypassed (a geography file's own codes, or a
+    # run from before the bypass: das.job.run)
+    top = config.geography.root.name
+    if nmf.filter(F.col("level") == top).limit(1).count() == 0:
+        config = config.with_chain(
+            root_chain(config.geography.names, single_levels(prefixes, blocks, config))
+        )
     split = split_level(prefixes, blocks, config, max_blocks)
     plan = Plan(config, basis, split, f"{root}/nmf", recoded=recoded_path is not None)
     # a group of subtrees has about max_blocks blocks

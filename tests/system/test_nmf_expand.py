@@ -25,6 +25,12 @@ from tests.helpers import tiny_input, write_input
 
 pytestmark = pytest.mark.spark
 DEMO = ROOT / "configs" / "demo.toml"
+#: A sparse run of the demo config: it fits the measurements, with no subtree totals.
+SPARSE = [
+    "strategy.sparse=true",
+    "postprocess.target='measurements'",
+    "postprocess.subtree_totals=false",
+]
 
 
 def _run(spark, tmp_path, overrides, seed):
@@ -37,7 +43,7 @@ def _run(spark, tmp_path, overrides, seed):
 
 def test_expand_equals_a_dense_draw_and_the_nmf_on_the_rows_it_holds(spark, tmp_path, capsys):
     input_dir = str(write_input(tmp_path / "input", *tiny_input(seed=2)))
-    config, output = _run(spark, tmp_path, ["strategy.sparse=true"], seed=3)
+    config, output = _run(spark, tmp_path, SPARSE, seed=3)
     levels = read_histograms(spark, config, input_dir)
     county = sorted(r["geocode"] for r in levels["county"].frame.collect())[0]
     state_cells = levels["state"].frame.collect()[0]["cells"]
@@ -91,7 +97,7 @@ def test_expand_equals_a_dense_draw_and_the_nmf_on_the_rows_it_holds(spark, tmp_
 
 
 def test_expand_refuses_production_and_dense_runs_and_unknown_names(spark, tmp_path):
-    _, production = _run(spark, tmp_path, ["strategy.sparse=true"], seed=None)
+    _, production = _run(spark, tmp_path, SPARSE, seed=None)
     with pytest.raises(UserError) as refused:
         expand_geounit(spark, production, "in", "county", "44001")
     assert str(refused.value) == NO_KEY.format(output=production)
@@ -99,7 +105,7 @@ def test_expand_refuses_production_and_dense_runs_and_unknown_names(spark, tmp_p
     _, dense = _run(spark, tmp_path, [], seed=3)
     with pytest.raises(UserError, match="is a dense run: its nmf/ holds every row already"):
         expand_geounit(spark, dense, "in", "county", "44001")
-    _, sparse = _run(spark, tmp_path, ["strategy.sparse=true"], seed=4)
+    _, sparse = _run(spark, tmp_path, SPARSE, seed=4)
     with pytest.raises(UserError, match="level 'nowhere' is not one of the run's"):
         expand_geounit(spark, sparse, "in", "nowhere", "44001")
     with pytest.raises(UserError, match="query 'nothing' is not measured at county"):

@@ -1,6 +1,6 @@
 """One DHC-P family solved on its parent's support: time and peak memory.
 
-    python -m bench.bench_sparse_family [--persons 1500] [--seed 3] [--repeats 3]
+    python -m bench.profile_sparse_family [--persons 1500] [--seed 3] [--repeats 3]
         [--results DIR]
 
 Writes a synthetic DHC input of ``--persons`` persons in one block group (``das fixture
