@@ -22,9 +22,9 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from das.errors import UserError
-from das.estimate.basis import schema_basis
+from das.estimate.basis import Basis, schema_basis
 from das.estimate.cut import first_query, with_blocks_chain
-from das.estimate.subtree import EXACT, MEASURED, Plan, read_subtree
+from das.estimate.subtree import EXACT, MEASURED, Plan, Subtree, read_subtree
 from das.estimate.unions import AreaAnswers, Areas, area_answers, functionals, passes
 from das.estimate.write import exact_floor
 from das.job.tabulate import run_config
@@ -65,6 +65,20 @@ def public_rows(root: Path) -> pa.Table:
     return pa.concat_tables(parts)
 
 
+def whole_tree(output: str, config: Config) -> tuple[Config, Basis, Subtree]:
+    """The run's whole tree on one machine, from its public files: ``config`` with the
+    bypass the NMF's blocks show (das.spec.bypass), the schema's basis, and the tree's data
+    as the passes take it."""
+    basis = schema_basis(config.schema, [q for qs in config.queries.values() for q in qs])
+    public = public_rows(Path(output))
+    block = config.geography.names[-1]
+    first = pc.and_(
+        pc.equal(public["level"], block), pc.equal(public["query"], first_query(config, block))
+    )
+    config = with_blocks_chain(config, public["geocode"].filter(first).to_numpy(False))
+    return config, basis, read_subtree(Plan(config, basis, 0, f"{output.rstrip('/')}/nmf"), public)
+
+
 def items(config: Config) -> tuple[list[str], list[int], np.ndarray]:
     """Every table line (cell 0) and every measured query's cells: names, cells and
     the (items x histogram cells) matrix."""
@@ -93,14 +107,7 @@ def area_estimates_body(output: str, areas_path: str) -> str:
             f"{output}: --areas does not read a run whose geography file gives its own "
             "parent codes (geography/) yet; run `das estimate` without --areas"
         )
-    basis = schema_basis(config.schema, [q for qs in config.queries.values() for q in qs])
-    public = public_rows(root)
-    block = config.geography.names[-1]  # the bypass the NMF's blocks show (das.spec.bypass)
-    first = pc.and_(
-        pc.equal(public["level"], block), pc.equal(public["query"], first_query(config, block))
-    )
-    config = with_blocks_chain(config, public["geocode"].filter(first).to_numpy(False))
-    subtree = read_subtree(Plan(config, basis, 0, f"{output.rstrip('/')}/nmf"), public)
+    config, basis, subtree = whole_tree(output, config)
     tree, estimates = passes(basis, subtree.data, subtree.invariant)
     blocks = np.asarray(subtree.geocodes[-1]).astype(str)
     groupings = read_areas(areas_path, blocks, config.geography.names)

@@ -19,18 +19,14 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from das.errors import UserError
-from das.estimate.basis import schema_basis
-from das.estimate.cut import first_query, with_blocks_chain
 from das.estimate.stored import on_demand
-from das.estimate.subtree import Plan, read_subtree
 from das.estimate.tree import Estimate
 from das.estimate.unions import passes
 from das.estimate.write import ESTIMATES_SCHEMA, estimate_batches
-from das.job.area_estimates import public_rows
+from das.job.area_estimates import whole_tree
 from das.job.tabulate import run_config
 from das.spark.marks import RunMode
 
@@ -64,14 +60,7 @@ def geounit_rows(output: str, level: str, geocodes: Sequence[str]) -> pa.Table:
             f"{output}: --level/--geocode does not read a run whose geography file gives its "
             "own parent codes (geography/) yet; read estimates/"
         )
-    basis = schema_basis(config.schema, [q for qs in config.queries.values() for q in qs])
-    public = public_rows(root)
-    block = config.geography.names[-1]  # the bypass the NMF's blocks show (das.spec.bypass)
-    first = pc.and_(
-        pc.equal(public["level"], block), pc.equal(public["query"], first_query(config, block))
-    )
-    config = with_blocks_chain(config, public["geocode"].filter(first).to_numpy(False))
-    subtree = read_subtree(Plan(config, basis, 0, f"{output.rstrip('/')}/nmf"), public)
+    config, basis, subtree = whole_tree(output, config)
     estimates = passes(basis, subtree.data, subtree.invariant)[1]
     depth = config.geography.names.index(level)
     codes = np.asarray(subtree.geocodes[depth]).astype(str)
