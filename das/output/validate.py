@@ -293,8 +293,9 @@ def check_structural_zeros(decoded: DataFrame, schema: Schema) -> list[str]:
 
 
 def block_summary(decoded: DataFrame, schema: Schema) -> DataFrame:
-    """Records per block (``_geoid``) and facility type (``gqtype``: the facility
-    attribute's level, 0 for a schema without one), in column ``records``.
+    """Records per block (``_geoid``) and facility type (``gqtype``: the unit type of the
+    facility attribute's level, ``Schema.unit_type_of_levels``: DHC-P's 42 relationship
+    and GQ levels live in 8 types; 0 for a schema without one), in column ``records``.
 
     The listing, the totals and the facilities are checked from this summary, made in one
     pass over the records: each check's own pass would read every record again (10
@@ -302,7 +303,10 @@ def block_summary(decoded: DataFrame, schema: Schema) -> DataFrame:
     level.
     """
     attribute = schema.facility_attribute
-    kind = F.col(f"_a_{attribute}") if attribute is not None else F.lit(0)
+    kind = F.lit(0)
+    if attribute is not None:
+        types = F.array(*[F.lit(t) for t in schema.unit_type_of_levels()])
+        kind = F.element_at(types, F.col(f"_a_{attribute}").cast("int") + 1)
     return decoded.groupBy("_geoid", kind.alias("gqtype")).agg(F.count(F.lit(1)).alias("records"))
 
 

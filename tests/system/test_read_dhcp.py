@@ -3,13 +3,16 @@ and relgq; relgq held to its unit's type by Spark's check too; one input for bot
 
 from __future__ import annotations
 
+from collections import Counter
+
 import numpy as np
 import pytest
 
+from das.confidential.validation import check_facilities
 from das.input.check import InputError, check_input
 from das.input.read import read_histograms
 from das.input.tables import load_tables
-from das.output.validate import decode, identifying_columns
+from das.output.validate import block_summary, decode, identifying_columns
 from das.spec.config import load_config
 from tests.conftest import ROOT
 from tests.helpers import write_input
@@ -89,3 +92,25 @@ def test_the_validator_decodes_relgq_from_its_three_mdf_columns(spark, configs):
     decoded = decode(mdf, schema).select("_a_relgq", "level", "_a_age").collect()
     assert [r["_a_relgq"] for r in decoded] == [r["level"] for r in decoded] == list(range(42))
     assert {r["_a_age"] for r in decoded} == {0}  # QAGE names the ages one to one
+
+
+def test_the_validator_counts_relgq_levels_in_their_unit_types(spark, configs):
+    """The facility checks compare persons with units by unit type: a relgq level counts in
+    its type (the 42 levels live in 8), not as the type with its own number."""
+    schema = configs["dhcp_production"].schema
+    types = schema.unit_type_of_levels()
+    decoded = spark.createDataFrame(
+        [("1000", level) for level in range(42)], ["_geoid", "_a_relgq"]
+    )
+    summary = block_summary(decoded, schema)
+    got = {r["gqtype"]: r["records"] for r in summary.collect()}
+    assert got == dict(Counter(types)) and set(got) == set(range(8))
+    every_type = [("1000", t, True) for t in range(8)]
+    units = spark.createDataFrame(every_type, ["geoid", "gqtype", "occupied"])
+    assert check_facilities(summary, units, schema) == []
+    without_3 = spark.createDataFrame(
+        [u for u in every_type if u[1] != 3], ["geoid", "gqtype", "occupied"]
+    )
+    (flag,) = check_facilities(summary, without_3, schema)
+    assert flag.startswith("persons in a type of unit the block does not have: 1 row(s)")
+    assert f"gqtype=3, persons={Counter(types)[3]}" in flag
