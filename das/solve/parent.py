@@ -15,7 +15,8 @@ they are re-exported here so that a caller needs this module only.
 
 This module strings the work together; each job has its own module: ``das.solve.compact`` (the
 problem over blocks of live cells, and answers back to cells), ``das.solve.l2.nnls`` (the structured
-L2 solver; ``das.solve.l2.lifted`` for a pass too large for its dense normal equations),
+L2 solver; ``das.solve.l2.lifted`` for a pass too large for its dense normal equations, holding
+many rows per child, or a marginal pass with large children),
 ``das.solve.rounding`` (the integer rounding), ``das.solve.failsafe`` (feasibility, and the
 relaxation of an infeasible pass), and ``das.solve.total_pass`` (the ``total``-only pass, exactly
 and without a solver, whenever it has the usual form and is feasible).
@@ -39,7 +40,8 @@ from das.solve.compact import (
     spread_values,
 )
 from das.solve.failsafe import feasible_point, relax, relaxed_problem
-from das.solve.l2.lifted import is_large, presolved, solve_lifted
+from das.solve.l2.kkt import objective
+from das.solve.l2.lifted import is_lifted, presolved, solve_lifted
 from das.solve.l2.nnls import L2Result, solve_l2
 from das.solve.parts import round_in_parts
 from das.solve.problem import UNBOUNDED, FixedQuery, Measurement, ParentProblem
@@ -172,9 +174,12 @@ def solve_parent(
         )
         done = time.perf_counter()
         return _solution(problem, lay, cp, fit, rounded, "", (start, done, done))
+    only = _only_child(problem, lay, cp, start)
+    if only is not None:
+        return only
     problem, lay, cp, feasible, reason = _feasible_form(problem, lay, cp, feasible_hint)
     l2_start = time.perf_counter()
-    if is_large(cp):  # no dense normal equations; zero rows closed for the rounding too
+    if is_lifted(cp):  # no dense normal equations; zero rows closed for the rounding too
         cp = presolved(cp)
         fit = solve_lifted(cp)[0]
     else:
@@ -184,6 +189,26 @@ def solve_parent(
         cp, fit.x, mip_time_limit, relative_gap=mip_gap
     )
     return _solution(problem, lay, cp, fit, rounded, reason, (start, l2_start, rounding_start))
+
+
+def _only_child(
+    problem: ParentProblem, lay: Layout, cp: CompactProblem, start: float
+) -> ParentSolution | None:
+    """A parent's only child is the parent: the children sum to it cell by cell, so no
+    other answer is feasible, and the fit and the rounding are that answer (a US-rooted
+    one-state run, a tract of one block group). None when there is no parent or it breaks
+    one of the child's own constraints: then the pass is infeasible and the failsafe,
+    after the usual path, says what it relaxed."""
+    if cp.parent is None or cp.n_children != 1:
+        return None
+    counts = np.rint(cp.parent).astype(np.int64)[None, :]
+    if check_solution(problem, spread_counts(problem, lay, counts)):
+        return None
+    x = counts.astype(np.float64)
+    fit = L2Result(x, objective(cp, x), "optimal", "only child", 0, 0)
+    rounded = RoundingResult(counts, 0.0, "Optimal", 0, True, 0.0)
+    done = time.perf_counter()
+    return _solution(problem, lay, cp, fit, rounded, "", (start, done, done))
 
 
 def _solution(

@@ -1,4 +1,5 @@
-"""The L2 fit of a pass too large for dense normal equations: one sparse QP, lifted.
+"""The L2 fit of a pass too large for dense normal equations (or holding many rows per
+child): one sparse QP, lifted.
 
 ``das.solve.l2.nnls`` forms Q = 2 sum_m A_m'W_m A_m densely (blocks x blocks): for the DHC-P
 root (one geounit, no parent, ~3x10^5 blocks in the marginal pass) that is ~600 GiB. Here
@@ -45,13 +46,44 @@ if TYPE_CHECKING:
 #: P.L. 94-171 family ever comes here.
 LARGE_BLOCKS = 20_000
 
+#: Equality rows per child above which a pass is solved here however few its blocks: an
+#: earlier pass's answers held fixed (the DHC-P ``detailed`` pass holds the nine marginals,
+#: ~40-100 rows per block of a block group) or an agreement with another run. The face
+#: method eliminates a child's held rows through a pseudo-inverse on every step, and rows
+#: this many and this dependent make its faces degenerate, so it cycles into its slow
+#: fallback: a 5-block DHC-P family's ``detailed`` pass took 10.5 s there and 0.07 s here
+#: (``bench/profile_sparse_family.py``). P.L. 94-171 and H1 hold one row per child (the
+#: fixed total) and stay on the face method.
+HELD_ROWS_PER_CHILD = 16
+
+#: Estimated work of one face-method step above which a pass that does not measure
+#: ``detailed`` (DHC-P's marginal pass) is solved here. A step costs about sum_c |F_c|^3,
+#: F_c a child's free blocks. Where ``detailed`` is measured (every P.L. 94-171 and H1
+#: pass but the total's), F_c stays near the child's support in the cells (RI's largest
+#: P.L. 94-171 family: sum_c support^3 = 7e7); over a marginal pass's fine blocks a child's
+#: persons spread out and F_c grows with them, up to the blocks: estimated as children x
+#: min(blocks, persons per child)^3, from the parent's (public) solution. DHC-P marginal
+#: passes (``bench/profile_sparse_family.py``, one core, loaded machine), face vs here:
+#: 5 children of 4,000 persons over 3,401 blocks (estimate 2e11) 336 s vs 7.4 s; 5 of 800
+#: over 1,110 (3e9) 13.6 s vs 4.3 s; 13 of 615 over 1,212 (3e9) 10.1 s vs 9.8 s; 67 of 60
+#: over 1,110 (1e7) 13.6 s vs 105 s, where the coupling rows of many children make the
+#: sparse factorisation fill in.
+FACE_WORK = 1e9
+
 #: Clarabel's gap and feasibility tolerances (relative and absolute) for the large path.
 GAP = 1e-10
 
 
-def is_large(cp: CompactProblem) -> bool:
-    """Whether the pass is too large for the dense normal equations."""
-    return cp.n_blocks > LARGE_BLOCKS
+def is_lifted(cp: CompactProblem) -> bool:
+    """Whether the pass is solved here: too large for the dense normal equations, holding
+    too many equality rows per child, or a marginal pass with large children (the
+    constants above say why each)."""
+    if cp.n_blocks > LARGE_BLOCKS or cp.rows.shape[0] > HELD_ROWS_PER_CHILD * cp.n_children:
+        return True
+    if cp.parent is None or any(q.name == "detailed" for q in cp.queries):
+        return False
+    per_child = float(cp.parent.sum()) / cp.n_children
+    return cp.n_children * min(cp.n_blocks, per_child) ** 3 > FACE_WORK
 
 
 @dataclass(frozen=True)

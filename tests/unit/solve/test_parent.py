@@ -22,6 +22,7 @@ from das.solve.solution_check import check_solution
 from tests.unit.solve.instances import (
     SEEDS,
     fixed_totals,
+    parent_instance,
     persons_schema,
     relative,
     root_instance,
@@ -150,3 +151,28 @@ def test_a_feasible_hint_replaces_the_feasibility_lp_and_a_bad_one_does_not(monk
         assert len(calls) == 2  # refused: the LP ran
         assert bad.l2_objective == pytest.approx(first.l2_objective, rel=1e-9, abs=1e-9)
         calls.clear()
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_an_only_child_is_its_parent(seed, monkeypatch):
+    """One child: the parent's counts, without a solver, and what the solver finds too."""
+    problem = parent_instance(seed, n_children=1).problem
+    solution = solve_parent(problem)
+    assert solution.stats is not None and solution.stats.l2_method == "only child"
+    np.testing.assert_array_equal(solution.counts, problem.parent[None, :])
+    assert solution.rounding_objective == 0.0 and not solution.failsafe_used
+    monkeypatch.setattr(optimize, "_only_child", lambda *args: None)
+    solved = solve_parent(problem)
+    assert solved.stats is not None and solved.stats.l2_method != "only child"
+    np.testing.assert_array_equal(solved.counts, solution.counts)
+    assert relative(solved.l2_objective, solution.l2_objective) < 1e-9
+
+
+def test_an_only_child_that_breaks_its_own_constraint_goes_to_the_failsafe():
+    """The child's fixed total differs from the parent's: no feasible answer, so the
+    failsafe relaxes it, as it would with a solver."""
+    problem = parent_instance(SEEDS[0], n_children=1).problem
+    broken = dataclasses.replace(problem, child_totals=problem.child_totals + 1)
+    solution = solve_parent(broken)
+    assert solution.failsafe_used and "total" in solution.failsafe_reason
+    np.testing.assert_array_equal(solution.counts, problem.parent[None, :])

@@ -17,7 +17,14 @@ from das.solve.l2 import lifted
 from das.solve.l2.nnls import solve_l2
 from das.solve.parent import FixedQuery, Measurement, ParentProblem, check_solution, solve_parent
 from das.spec.schema import load_schema
-from tests.unit.solve.instances import SEEDS, relative, root_instance, small
+from tests.unit.solve.instances import (
+    SEEDS,
+    STRATEGY_QUERIES,
+    parent_instance,
+    relative,
+    root_instance,
+    small,
+)
 
 
 def _second_pass(problem: ParentProblem) -> ParentProblem:
@@ -81,7 +88,7 @@ def test_solve_parent_on_the_large_path_is_valid(index, monkeypatch):
     """Every pass forced onto the lifted path: integer counts that meet every constraint
     (solve_parent checks them too), the fixed totals exact."""
     problem = _instances()[index]
-    monkeypatch.setattr(parent_module, "is_large", lambda cp: True)
+    monkeypatch.setattr(parent_module, "is_lifted", lambda cp: True)
     solution = solve_parent(problem)
     assert solution.stats is not None and solution.stats.l2_method == "lifted interior point"
     assert check_solution(solution.problem, solution.counts) == []
@@ -179,3 +186,26 @@ def test_root_spread_counts_matches_the_cell_by_cell_rule():
         expected[0, cells] = quotient + (np.arange(cells.size) < remainder)
     assert (np.bincount(lay.block) > 1).any()
     np.testing.assert_array_equal(full, expected)
+
+
+def _routed(problem: ParentProblem) -> bool:
+    return lifted.is_lifted(compact(problem, layout(problem)))
+
+
+def test_which_passes_go_lifted(monkeypatch):
+    """The face method keeps every pass that measures ``detailed`` over few rows per child
+    (all of P.L. 94-171's); a pass holding an earlier pass's marginals, and a marginal pass
+    whose children are large, go lifted (``is_lifted``'s constants say why; the threshold
+    on the face work is scaled to this schema's 2,016 cells)."""
+    monkeypatch.setattr(lifted, "FACE_WORK", 1e6)
+    pl94 = small(SEEDS[0]).problem
+    assert not _routed(pl94)
+    held = _second_pass(pl94)
+    assert held.fixed and not _routed(dataclasses.replace(held, fixed=()))
+    assert _routed(held)
+    marginals = tuple(q for q in STRATEGY_QUERIES if q != "detailed")
+    big = parent_instance(SEEDS[0], n_children=3, mean_size=3000.0, queries=marginals).problem
+    few = parent_instance(SEEDS[0], n_children=3, mean_size=30.0, queries=marginals).problem
+    assert _routed(big) and not _routed(few)
+    both = parent_instance(SEEDS[0], n_children=3, mean_size=3000.0).problem
+    assert not _routed(both)  # the same children with ``detailed`` measured
