@@ -126,8 +126,8 @@ def _run(
         histograms = read_histograms(spark, config, input_dir)
         geounits = count_geounits(histograms)
     coded = any(level.parents is not None for level in histograms.values())
-    if not (sparse or coded):  # a level whose geounits are each their parent's only child,
-        # measured once (das.spec.bypass); not yet with a geography file's own codes
+    if not coded:  # a level whose geounits are each their parent's only child, measured
+        # once (das.spec.bypass); not yet with a geography file's own codes
         config = config.with_chain(chain_of(geounits, config.geography.names))
     if not resume:  # the input passed its checks: only now does the run write anything
         write_record(spark, config, output, confidential, checked.fingerprint)

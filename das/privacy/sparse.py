@@ -216,11 +216,17 @@ def _sparse_rows(
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """The executors' function: batches of (geocode, cells, counts[, reach]) to NMF rows,
     in runs of GEOUNITS_PER_RUN geounits, in the order they come (geocode order)."""
-    queries = tuple(sorted(config.queries[level], key=lambda q: q.name))
-    variances = {q.name: config.budget.sigma2(level, q.name) for q in queries}
+    found = config.measured  # after the single-child bypass (das.spec.bypass)
+    kept = [q for q in config.queries[level] if q.name in found.rho[level]]
+    queries = tuple(sorted(kept, key=lambda q: q.name))
+    variances = {q.name: found.sigma2(level, q.name) for q in queries}
 
     def noisy(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
+            if not queries:  # every query measured once at its only child
+                if counter is not None:
+                    counter.add(batch.num_rows)
+                continue
             geocodes = batch.column("geocode").to_pylist()
             for begin in range(0, len(geocodes), GEOUNITS_PER_RUN):
                 part = batch.slice(begin, GEOUNITS_PER_RUN)

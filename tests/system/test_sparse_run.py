@@ -1,10 +1,11 @@
 """A whole sparse run (``strategy.sparse``, ``das.job.sparse``): each level measured on the
 rows its parents' published solutions reach, then solved; valid and certified, with no
-estimate."""
+estimate; the root's only children measured once, as in a dense run."""
 
 from __future__ import annotations
 
 import itertools
+from fractions import Fraction
 
 import numpy as np
 import pandas as pd
@@ -33,11 +34,22 @@ def test_a_sparse_run_measures_each_level_where_its_parents_reach_and_is_certifi
     nmf = pd.read_parquet(output / "nmf")
     assert nmf["rows"].notna().all()  # a sparse NMF always says which rows it holds
     levels = config.geography.levels
-    root = nmf[nmf["level"] == levels[0].name]
-    for query, held in zip(root["query"], root["rows"], strict=True):  # the root: every row
+    # one state: the US's only child, so its queries are measured once, at the state, with
+    # both levels' rho (das.spec.bypass), every row, as the root would be
+    assert [lv.name for lv in levels[:2]] == ["us", "state"] and nmf[nmf.level == "us"].empty
+    measured = config.with_chain(("state",)).measured
+    state = nmf[nmf["level"] == "state"]
+    assert sorted(state["query"]) == sorted(measured.queries("state"))
+    for query, held, exact in zip(
+        state["query"], state["rows"], state["variance_exact"], strict=True
+    ):
         assert np.array_equal(held, np.arange(config.schema.query(query).size))
+        assert Fraction(exact) == 1 / (
+            config.budget.query_rho("us", query) + config.budget.query_rho("state", query)
+        )
+    assert result.certificate.to_dict()["privacy"]["bypassed"]
     checked = 0
-    for parent, level in itertools.pairwise(levels):
+    for parent, level in itertools.pairwise(levels[1:]):
         solution = pd.read_parquet(checkpoint_path(str(output), parent.name))
         support = dict(zip(solution.geocode, solution.cells, strict=True))
         queries = {q.name: q for q in config.queries[level.name]}
