@@ -29,12 +29,13 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from das.errors import UserError
-from das.input.read import read_histograms
+from das.input.read import LevelHistograms, count_geounits, read_histograms
 from das.output.validate import load_run_config
 from das.privacy.generator import seeded_rng
 from das.privacy.keyed import row_noise
 from das.privacy.measure import NMF_ARROW, noise_label
 from das.privacy.nmf import read_nmf
+from das.spec.bypass import chain_of
 from das.spec.config import Config
 from das.spec.schema import Query
 
@@ -65,9 +66,33 @@ def expand_query(
     if config.seed is None:
         raise UserError("a production run's noise cannot be recomputed")
     rng = seeded_rng(config.seed)
-    sigma2 = config.budget.sigma2(level, query.name)
+    sigma2 = config.measured.sigma2(level, query.name)  # after the single-child bypass
     noise = row_noise(rng, noise_label(level, geocode, query.name), np.arange(query.size), sigma2)
     return query.answer(cells, counts).astype(np.int64) + noise
+
+
+def _as_measured(
+    config: Config,
+    histograms: dict[str, LevelHistograms],
+    level: str,
+    geocode: str,
+    queries: list[Query],
+) -> Config:
+    """``config`` with the single-child bypass the run applied (from the input's geounits,
+    as the run found it; none with a geography file's own codes). UserError where the
+    bypass measured one of ``queries`` below ``level`` instead."""
+    if all(lv.parents is None for lv in histograms.values()):
+        config = config.with_chain(chain_of(count_geounits(histograms), config.geography.names))
+    for query in queries:
+        home = config.measured.home[(level, query.name)]
+        if home != level:
+            raise UserError(
+                f"{level} {geocode or '(the root)'} has no measurement of {query.name}: "
+                f"its level and the one below hold one geounit each, so the query was "
+                f"measured once, at {home} (the certificate's privacy.bypassed); expand "
+                f"{home} instead"
+            )
+    return config
 
 
 def expand_geounit(
@@ -93,7 +118,10 @@ def expand_geounit(
         if not queries:
             names = ", ".join(q.name for q in config.queries[level])
             raise UserError(f"query {query!r} is not measured at {level}: {names}")
-    frame = read_histograms(spark, config, input_dir)[level].frame
+    histograms = read_histograms(spark, config, input_dir)
+    config = _as_measured(config, histograms, level, geocode, queries)
+    measured = config.measured
+    frame = histograms[level].frame
     found = frame.filter(F.col("geocode") == geocode).select("cells", "counts").collect()
     cells = np.asarray(found[0]["cells"] if found else [], dtype=np.int64)
     counts = np.asarray(found[0]["counts"] if found else [], dtype=np.int64)
@@ -114,7 +142,7 @@ def expand_geounit(
                 f"the recomputed answers of {q.name} at {level} {geocode} differ from the "
                 f"NMF's: is {input_dir} this run's input?"
             )
-        variance = config.budget.sigma2(level, q.name)
+        variance = measured.sigma2(level, q.name)
         expanded.append(Expanded(q, variance, values, held.size))
     return expanded
 

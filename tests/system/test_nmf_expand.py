@@ -95,6 +95,16 @@ def test_expand_equals_a_dense_draw_and_the_nmf_on_the_rows_it_holds(spark, tmp_
     with pytest.raises(UserError, match=r"differ from the NMF's: is .* this run's input"):
         expand_geounit(spark, output, other, "county", county)
 
+    # one state: the US's only child, so the run measured the US's queries at the state
+    # (das.spec.bypass), and expand names where
+    with pytest.raises(UserError) as bypassed:
+        expand_geounit(spark, output, input_dir, "us", "", "detailed")
+    assert str(bypassed.value) == (
+        "us (the root) has no measurement of detailed: its level and the one below hold one "
+        "geounit each, so the query was measured once, at state (the certificate's "
+        "privacy.bypassed); expand state instead"
+    )
+
 
 def test_expand_refuses_production_and_dense_runs_and_unknown_names(spark, tmp_path):
     _, production = _run(spark, tmp_path, SPARSE, seed=None)
