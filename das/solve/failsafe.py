@@ -85,9 +85,35 @@ class _Aggregate:
     open: np.ndarray
 
 
+#: Entries (blocks x equality rows) above which a block's signature is built from its sparse
+#: column: the DHC-P root holding the P.L. 94-171 agreement has 283,248 x 1,892 (4 GiB
+#: dense). Below it the dense signature stays, so every family solved so far keeps its
+#: constraint blocks' order, and with it the feasibility LP's answer.
+DENSE_SIGNATURE = 50_000_000
+
+
+def _signature(cp: CompactProblem) -> np.ndarray:
+    """(blocks, columns) equal rows for blocks alike: same group, same column of the
+    equality rows. Dense when small; else each column as its (row, value) pairs, padded."""
+    n_blocks, n_rows = cp.n_blocks, cp.rows.shape[0]
+    if n_blocks * n_rows <= DENSE_SIGNATURE:
+        return np.column_stack([cp.groups, cp.rows.T.toarray()])
+    columns = sp.csc_matrix(cp.rows)
+    columns.eliminate_zeros()
+    columns.sort_indices()
+    held = np.diff(columns.indptr)
+    width = int(held.max(initial=0))
+    block = np.repeat(np.arange(n_blocks), held)
+    position = np.arange(columns.nnz) - np.repeat(columns.indptr[:-1], held)
+    index = np.full((n_blocks, width), -1.0)
+    value = np.zeros((n_blocks, width))
+    index[block, position] = columns.indices
+    value[block, position] = columns.data
+    return np.column_stack([cp.groups, index, value])
+
+
 def _aggregate(cp: CompactProblem) -> _Aggregate:
-    signature = np.column_stack([cp.groups, cp.rows.T.toarray()])
-    _, of_block = np.unique(signature, axis=0, return_inverse=True)
+    _, of_block = np.unique(_signature(cp), axis=0, return_inverse=True)
     of_block = of_block.ravel()
     count = int(of_block.max(initial=-1)) + 1
     member = np.zeros(count, dtype=np.int64)

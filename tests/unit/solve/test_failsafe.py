@@ -7,9 +7,10 @@ import dataclasses
 
 import numpy as np
 
-from das.solve.compact import compact, layout
+from das.solve import failsafe
+from das.solve.compact import compact, layout, spread_counts
 from das.solve.failsafe import Relaxation, relaxed_problem
-from das.solve.parent import ParentProblem, ParentSolution, solve_parent
+from das.solve.parent import FixedQuery, ParentProblem, ParentSolution, solve_parent
 from das.solve.solution_check import check_solution
 from tests.unit.solve.instances import small
 
@@ -87,3 +88,38 @@ def test_relaxed_problem_moves_each_bound_and_value_by_its_slack():
     np.testing.assert_array_equal(relaxed.group_lower, np.maximum(problem.group_lower - 1, 0))
     assert relaxed.fixed == ()
     assert all(a is b for a, b in zip(relaxed.measurements, problem.measurements, strict=True))
+
+
+def test_the_sparse_signature_groups_blocks_as_the_dense_one(monkeypatch):
+    """Blocks alike in group and equality rows (here: children's totals and two marginals
+    held, as a later pass or an agreement holds them) fall in the same constraint blocks
+    whether their signature is dense or built from their sparse columns."""
+    instance = small(12)
+    truth = instance.truth
+    measured = instance.problem.measurements
+    fixed = tuple(
+        FixedQuery(m.query_name, m.matrix, np.asarray(m.matrix @ truth.T).T)
+        for m in measured
+        if m.query_name in ("votingage", "hispanic")
+    )
+    problem = dataclasses.replace(
+        instance.problem,
+        measurements=tuple(m for m in measured if m.query_name != "detailed"),
+        fixed=fixed,
+    )
+    cp = compact(problem, layout(problem))
+    assert cp.rows.shape[0] > 1  # held rows beyond the totals
+    dense = failsafe._aggregate(cp).of_block
+    monkeypatch.setattr(failsafe, "DENSE_SIGNATURE", 0)
+    sparse = failsafe._aggregate(cp).of_block
+    pairs = np.unique(np.stack([dense, sparse]), axis=1).shape[1]
+    assert 1 < len(set(dense)) < cp.n_blocks  # blocks do merge, and not all into one
+    assert pairs == len(set(dense)) == len(set(sparse))  # the same partition
+    point = failsafe.feasible_point(cp)
+    assert (
+        point is not None
+        and check_solution(
+            problem, spread_counts(problem, layout(problem), np.rint(point).astype(np.int64))
+        )
+        == []
+    )
