@@ -16,7 +16,7 @@ they are re-exported here so that a caller needs this module only.
 This module strings the work together; each job has its own module: ``das.solve.compact`` (the
 problem over blocks of live cells, and answers back to cells), ``das.solve.l2.nnls`` (the structured
 L2 solver; ``das.solve.l2.lifted`` for a pass too large for its dense normal equations, holding
-many rows per child, or a marginal pass with large children),
+many held rows, or a marginal pass with large children),
 ``das.solve.rounding`` (the integer rounding), ``das.solve.failsafe`` (feasibility, and the
 relaxation of an infeasible pass), and ``das.solve.total_pass`` (the ``total``-only pass, exactly
 and without a solver, whenever it has the usual form and is feasible).

@@ -46,15 +46,15 @@ if TYPE_CHECKING:
 #: P.L. 94-171 family ever comes here.
 LARGE_BLOCKS = 20_000
 
-#: Equality rows per child above which a pass is solved here however few its blocks: an
-#: earlier pass's answers held fixed (the DHC-P ``detailed`` pass holds the nine marginals,
-#: ~40-100 rows per block of a block group) or an agreement with another run. The face
-#: method eliminates a child's held rows through a pseudo-inverse on every step, and rows
-#: this many and this dependent make its faces degenerate, so it cycles into its slow
-#: fallback: a 5-block DHC-P family's ``detailed`` pass took 10.5 s there and 0.07 s here
-#: (``bench/profile_sparse_family.py``). P.L. 94-171 and H1 hold one row per child (the
-#: fixed total) and stay on the face method.
-HELD_ROWS_PER_CHILD = 16
+#: Equality rows above which a pass is solved here however few its blocks (every child
+#: holds each row, with its own value): an earlier pass's answers held fixed (the DHC-P
+#: ``detailed`` pass holds the nine marginals: 480 rows in a 5-block family) or an agreement
+#: with another run. The face method eliminates a child's held rows through a
+#: pseudo-inverse on every step, and rows this many and this dependent make its faces
+#: degenerate, so it cycles into its slow fallback: that 5-block family's ``detailed`` pass
+#: took 10.5 s there and 0.07 s here (``bench/profile_sparse_family.py``). P.L. 94-171 and
+#: H1 passes hold one row (the fixed total) and stay on the face method.
+HELD_ROWS = 16
 
 #: Estimated work of one face-method step above which a pass that does not measure
 #: ``detailed`` (DHC-P's marginal pass) is solved here. A step costs about sum_c |F_c|^3,
@@ -76,9 +76,9 @@ GAP = 1e-10
 
 def is_lifted(cp: CompactProblem) -> bool:
     """Whether the pass is solved here: too large for the dense normal equations, holding
-    too many equality rows per child, or a marginal pass with large children (the
+    too many equality rows, or a marginal pass with large children (the
     constants above say why each)."""
-    if cp.n_blocks > LARGE_BLOCKS or cp.rows.shape[0] > HELD_ROWS_PER_CHILD * cp.n_children:
+    if cp.n_blocks > LARGE_BLOCKS or cp.rows.shape[0] > HELD_ROWS:
         return True
     if cp.parent is None or any(q.name == "detailed" for q in cp.queries):
         return False

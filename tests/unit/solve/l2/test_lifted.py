@@ -193,7 +193,7 @@ def _routed(problem: ParentProblem) -> bool:
 
 
 def test_which_passes_go_lifted(monkeypatch):
-    """The face method keeps every pass that measures ``detailed`` over few rows per child
+    """The face method keeps every pass that measures ``detailed`` and holds few rows
     (all of P.L. 94-171's); a pass holding an earlier pass's marginals, and a marginal pass
     whose children are large, go lifted (``is_lifted``'s constants say why; the threshold
     on the face work is scaled to this schema's 2,016 cells)."""
