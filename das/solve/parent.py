@@ -202,13 +202,14 @@ def _only_child(
     if cp.parent is None or cp.n_children != 1:
         return None
     counts = np.rint(cp.parent).astype(np.int64)[None, :]
-    if check_solution(problem, spread_counts(problem, lay, counts)):
+    spread = spread_counts(problem, lay, counts)
+    if check_solution(problem, spread):
         return None
     x = counts.astype(np.float64)
     fit = L2Result(x, objective(cp, x), "optimal", "only child", 0, 0)
     rounded = RoundingResult(counts, 0.0, "Optimal", 0, True, 0.0)
     done = time.perf_counter()
-    return _solution(problem, lay, cp, fit, rounded, "", (start, done, done))
+    return _found(problem, lay, cp, fit, rounded, spread, "", (start, done, done))
 
 
 def _solution(
@@ -222,12 +223,27 @@ def _solution(
 ) -> ParentSolution:
     """The counts over cells, checked against every constraint, with how they were found.
     ``times`` are when the pass, its L2 fit and its rounding started."""
-    start, l2_start, rounding_start = times
-    end = time.perf_counter()
     counts = spread_counts(problem, lay, rounded.counts)
     violations = check_solution(problem, counts)
     if violations:
         raise InternalError("post-processing broke constraints: " + "; ".join(violations))
+    return _found(problem, lay, cp, fit, rounded, counts, reason, times)
+
+
+def _found(
+    problem: ParentProblem,
+    lay: Layout,
+    cp: CompactProblem,
+    fit: L2Result,
+    rounded: RoundingResult,
+    counts: np.ndarray,
+    reason: str,
+    times: tuple[float, float, float],
+) -> ParentSolution:
+    """The solution of counts over cells (``counts``) already checked against every
+    constraint, with how they were found."""
+    start, l2_start, rounding_start = times
+    end = time.perf_counter()
     return ParentSolution(
         x_l2=spread_values(problem, lay, fit.x),
         counts=counts,
