@@ -166,6 +166,18 @@ class _ByPartition(AccumulatorParam):
         return value1
 
 
+def measured_queries(config: Config, level: str) -> tuple[tuple[Query, ...], dict[str, Fraction]]:
+    """The queries measured at ``level`` after the single-child bypass (``das.spec.bypass``:
+    none of those moved to its only child), in name order, and each one's variance there
+    (1 / the rho summed over the levels it stands for)."""
+    found = config.measured
+    queries = [q for q in config.queries[level] if q.name in found.rho[level]]
+    return (
+        tuple(sorted(queries, key=lambda q: q.name)),
+        {q.name: found.sigma2(level, q.name) for q in queries},
+    )
+
+
 def _noisy_rows(
     config: Config,
     rng: Rng,
@@ -188,14 +200,7 @@ def _noisy_rows(
     ``results``, one entry per partition: what needs the noise (the confidential metrics)
     then needs no second pass over the NMF.
     """
-    found = config.measured  # after the single-child bypass (das.spec.bypass)
-    plans = {
-        level: (
-            tuple(sorted((q for q in queries if q.name in found.rho[level]), key=lambda q: q.name)),
-            {q: found.sigma2(level, q) for q in found.queries(level)},
-        )
-        for level, queries in config.queries.items()
-    }
+    plans = {level: measured_queries(config, level) for level in config.queries}
 
     def noisy(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         parts = []

@@ -39,7 +39,7 @@ from das.errors import InternalError
 from das.input.read import LevelHistograms
 from das.privacy.generator import Rng
 from das.privacy.keyed import keyed_rows, measurement_key
-from das.privacy.measure import NMF_ARROW, noise_label
+from das.privacy.measure import NMF_ARROW, measured_queries, noise_label
 from das.privacy.nmf import NMF_SCHEMA
 from das.spark.marks import RunMode
 from das.spark.storage import arrow_uri, delete, exists, qualified, write_text
@@ -216,10 +216,7 @@ def _sparse_rows(
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """The executors' function: batches of (geocode, cells, counts[, reach]) to NMF rows,
     in runs of GEOUNITS_PER_RUN geounits, in the order they come (geocode order)."""
-    found = config.measured  # after the single-child bypass (das.spec.bypass)
-    kept = [q for q in config.queries[level] if q.name in found.rho[level]]
-    queries = tuple(sorted(kept, key=lambda q: q.name))
-    variances = {q.name: found.sigma2(level, q.name) for q in queries}
+    queries, variances = measured_queries(config, level)  # after the single-child bypass
 
     def noisy(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
