@@ -152,3 +152,28 @@ DESIGN = (
     ),
     DesignGoal("das design budget on RI's hierarchy, CPU seconds", "budget_cpu_s", 60.0),
 )
+
+
+# ---- area intervals (bench_areas) -----------------------------------------------------------
+@dataclass(frozen=True)
+class RangeGoal:
+    """``low <= measured[key] <= high`` (bench.bench_areas.goal_rows)."""
+
+    name: str
+    key: str
+    low: float
+    high: float
+
+
+#: Issue 55's goals on the RI fixture over seeds 1-5 (AREAS_SEEDS): the 90% intervals of
+#: ``das estimate --areas`` for areas of 10-9,999 persons cutting across tracts hold the true
+#: total population about as often as they should, and 10,000 areas (AREAS_COUNT) take at
+#: most 2 minutes (the slowest seed's median wall).
+AREAS = (
+    RangeGoal(
+        "P0010001 90% intervals holding the truth, areas of 10-9,999", "coverage", 0.88, 0.92
+    ),
+    RangeGoal("das estimate --areas, 10,000 areas, wall seconds", "wall_s", 0.0, 120.0),
+)
+AREAS_SEEDS = (1, 2, 3, 4, 5)
+AREAS_COUNT = 10_000
