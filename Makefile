@@ -8,7 +8,7 @@ OUT    ?= out
 SEED   ?= 2020
 PERSONS ?= 200000
 
-.PHONY: install lock lock-check run test test-fast lint docs layout bench bench-quick bench-docs bench-design bench-design-budget bench-e2e bench-read bench-noise bench-sparse-nmf bench-optimize bench-cluster bench-coverage bench-accuracy bench-h1 bench-national clean cluster-up cluster-down dist
+.PHONY: install lock lock-check run test test-fast lint docs layout bench bench-quick bench-docs bench-design bench-areas bench-design-budget bench-e2e bench-read bench-noise bench-sparse-nmf bench-optimize bench-cluster bench-coverage bench-accuracy bench-h1 bench-national clean cluster-up cluster-down dist
 
 ## make install: .venv with das (editable) and every dependency at the version constraints.txt
 ## pins, so that the same seed gives the same output on every fresh install (HiGHS and numba
@@ -148,6 +148,13 @@ bench-coverage: install
 SEEDS ?= 1 2 3 4 5
 bench-design: install
 	$(BIN)/python -m bench.bench_design --work $(OUT)/design --seeds $(SEEDS) $(if $(RI),--input $(RI))
+
+## make bench-areas: `das estimate --areas` on bench-design's standard runs (SEEDS; one made
+## in $(OUT)/design if missing) for 10,000 areas of contiguous blocks across tract lines: how
+## often the 90% interval of an area's total holds the true count, by size class (issue 55's
+## goal pools 10-9,999 persons), and the command's wall time; writes bench/results/areas.json.
+bench-areas: install
+	$(BIN)/python -m bench.bench_areas --work $(OUT)/design --seeds $(SEEDS) $(if $(RI),--input $(RI))
 
 ## make bench-national: the production job on the largest county family (10M persons, 2,500
 ## tracts), the largest state family (5M, 254 counties) and a nation of 52 states (5M),

@@ -81,6 +81,12 @@ BENCHMARKS = (
         ("--work", "{quick}/design", "--input", "{quick}/input", "--seeds", "1"),
     ),
     Benchmark(
+        "bench_areas",
+        ("--work", "{out}/design"),
+        ("--work", "{quick}/design", "--input", "{quick}/input", "--seeds", "1",
+         "--columns", "2", "--per-column", "100"),
+    ),
+    Benchmark(
         "bench_design_budget",
         ("--work", "{out}/design_budget"),
         ("--work", "{quick}/design_budget", "--ri", "{quick}/input"),
