@@ -37,6 +37,11 @@ if TYPE_CHECKING:
 
 #: Working-set rounds before giving up on sparsity and solving with every variable.
 MAX_ROUNDS = 8
+#: Clarabel solves the QP with its counts divided so that the largest right-hand side is at
+#: most this: on a county family of a state of 1M persons (right-hand sides up to 640,000)
+#: it ended with DualInfeasible or PrimalInfeasible on feasible, strictly convex QPs, and
+#: solved them once scaled (its equilibration scales rows and columns, not the data's unit).
+CLARABEL_SCALE = 100.0
 
 
 @dataclass(frozen=True)
@@ -154,13 +159,22 @@ def restrict(cp: CompactProblem, normal: Normal, working: np.ndarray) -> _Restri
 
 
 def _clarabel(qp: _Restricted) -> tuple[str, np.ndarray, np.ndarray]:
-    """(status, x, z) from Clarabel, single-threaded: each parent is one task on one core."""
+    """(status, x, z) from Clarabel, single-threaded: each parent is one task on one core.
+
+    Solved in units of ``s`` persons (``CLARABEL_SCALE``): x = s y turns min 1/2 x'Px + q'x,
+    Ax + slack = b into s^2 (1/2 y'Py + (q/s)'y), Ay + slack/s = b/s, whose multipliers
+    are z/s; the cones are unchanged by a positive factor, so x and z are scaled back exactly.
+    """
+    scale = max(1.0, float(np.abs(qp.b).max(initial=0.0)) / CLARABEL_SCALE)
     settings = clarabel.DefaultSettings()
     settings.verbose = False
     settings.max_threads = 1
     cones = [clarabel.ZeroConeT(qp.n_zero), clarabel.NonnegativeConeT(qp.b.size - qp.n_zero)]
-    solution = clarabel.DefaultSolver(qp.p, qp.q, qp.a, qp.b, cones, settings).solve()
-    return str(solution.status), np.asarray(solution.x), np.asarray(solution.z)
+    solution = clarabel.DefaultSolver(
+        qp.p, qp.q / scale, qp.a, qp.b / scale, cones, settings
+    ).solve()
+    x, z = np.asarray(solution.x) * scale, np.asarray(solution.z) * scale
+    return str(solution.status), x, z
 
 
 def duals(cp: CompactProblem, qp: _Restricted | Constraints, z: np.ndarray) -> Duals:
