@@ -10,7 +10,9 @@ synthetic --persons N --counties 1 --product dhcp`` (one county). Per seed,
 ``das run configs/dhcp_production.toml`` runs in a child process (test mode with the seed,
 local[2], as bench.production_job's OVERRIDES) into DIR/runs/<input>/dhc/seed<s>, timed,
 with the peak resident memory of its whole process tree (driver, JVM, Python workers,
-sampled every SAMPLE_SECONDS; the JVM's kernel high-water mark beside it). A finished run
+sampled every SAMPLE_SECONDS: the sum of RSS, as bench.memory takes it and the goal judges
+it, the sum of PSS, which counts the workers' shared pages once, and the JVM's kernel
+high-water mark). A finished run
 is reused (its figures measured when it was made are kept beside it in
 ``seed<s>.measure.json``); an unfinished one is resumed, and then its wall and memory are of
 the last part only (``resumed``).
@@ -48,6 +50,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import psutil
 
 from bench import dhc_figures as figures
 from bench.accuracy_runs import confidential_dir, finished
@@ -98,16 +101,30 @@ def build_input(work: Path, kind: str, persons: int) -> Path:
 # ---- one run, measured ------------------------------------------------------------------------
 class TreePeaks(RssSampler):
     """RssSampler that also keeps the largest kernel high-water mark of the JVMs it saw
-    (read at every sample: a process's VmHWM is gone with it)."""
+    (read at every sample: a process's VmHWM is gone with it) and the peak of the tree's
+    summed proportional set size (PSS): Spark's Python workers are forked from one daemon
+    and share its pages, which a sum of RSS counts once per worker, PSS once in all."""
 
     def __init__(self, pid: int) -> None:
         super().__init__(pid, SAMPLE_SECONDS)
         self.jvm_hwm = 0
+        self.pss_peak = 0
 
     def sample(self) -> None:
         super().sample()
         for pid in list(self.peaks.jvm_pids):
             self.jvm_hwm = max(self.jvm_hwm, vm_hwm(pid) or 0)
+        try:
+            tree = [self.process, *self.process.children(recursive=True)]
+        except psutil.Error:
+            return
+        pss = 0
+        for process in tree:
+            try:
+                pss += process.memory_full_info().pss
+            except (psutil.Error, AttributeError):  # gone, or no PSS on this platform
+                continue
+        self.pss_peak = max(self.pss_peak, pss)
 
 
 def measure_file(run: Path) -> Path:
@@ -145,6 +162,7 @@ def das_run(
         "resumed": resuming,
         "peak_rss_bytes": sampler.peaks.report(),
         "jvm_vm_hwm_bytes": sampler.jvm_hwm,
+        "peak_pss_bytes": sampler.pss_peak,
         "sample_seconds": SAMPLE_SECONDS,
     }
     measure_file(run).write_text(json.dumps(found, indent=1) + "\n")
@@ -245,8 +263,9 @@ def measured_goals(per_seed: Sequence[dict[str, Any]]) -> dict[str, float | None
     """The figures bench/goals.py's DHC judges, worst seed for time and memory, mean over
     seeds for the error, all seeds' differing cells added."""
     done = [s for s in per_seed if "accuracy" in s]
-    walls = [s["dhc"]["wall_s"] for s in per_seed if "wall_s" in s["dhc"]]
-    peaks = [s["dhc"]["peak_rss_bytes"]["all"] for s in per_seed if "peak_rss_bytes" in s["dhc"]]
+    runs = [s.get("dhc", {}) for s in per_seed]  # none where the P.L. 94-171 run failed
+    walls = [r["wall_s"] for r in runs if "wall_s" in r]
+    peaks = [r["peak_rss_bytes"]["all"] for r in runs if "peak_rss_bytes" in r]
     tract = [s["accuracy"]["figures"][figures.FIGURES[1].label].get("tract") for s in done]
     agreed = [s["agreement"]["cells_differ"] for s in done if "agreement" in s]
     return {
@@ -301,13 +320,15 @@ def show(result: dict[str, Any]) -> None:
                     CONFIG if product == "dhc" else PL94_CONFIG,
                     r.get("wall_s"),
                     None if peak is None else peak / GIB,
+                    r["peak_pss_bytes"] / GIB if r.get("peak_pss_bytes") else None,
                     r.get("jvm_vm_hwm_bytes", 0) / GIB if "jvm_vm_hwm_bytes" in r else None,
                     r["valid"],
                     r.get("records"),
                     "reused" if r.get("reused") else ("resumed" if r.get("resumed") else "made"),
                 ]
             )
-    headers = ["seed", "config", "wall s", "peak GiB", "JVM HWM GiB", "valid", "persons", "run"]
+    headers = ["seed", "config", "wall s", "peak RSS GiB", "peak PSS GiB", "JVM HWM GiB"]
+    headers += ["valid", "persons", "run"]
     print_table(headers, rows, f"\nRuns on {result['input']} ({result['input_dir']})")
     phase_rows = phase_table(per_seed)
     if phase_rows:

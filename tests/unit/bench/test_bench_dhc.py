@@ -236,4 +236,6 @@ def test_an_invalid_run_meets_no_goal_and_other_inputs_are_indicative() -> None:
     ]
     invalid = goal_rows(label, [seed(False, 1.0, 0.0, 0.0, 0)])
     assert not any(r["met"] for r in invalid)
+    no_run = goal_rows(label, [{"seed": 1, "pl94": {"valid": False}}])  # its P.L. run failed
+    assert not any(r["met"] for r in no_run) and all(r["measured"] is None for r in no_run)
     assert input_label("ri", 5) == "ri"
