@@ -12,10 +12,9 @@ local[2], as bench.production_job's OVERRIDES) into DIR/runs/<input>/dhc/seed<s>
 with the peak resident memory of its whole process tree (driver, JVM, Python workers,
 sampled every SAMPLE_SECONDS: the sum of RSS, as bench.memory takes it and the goal judges
 it, the sum of PSS, which counts the workers' shared pages once, and the JVM's kernel
-high-water mark). A finished run
-is reused (its figures measured when it was made are kept beside it in
-``seed<s>.measure.json``); an unfinished one is resumed, and then its wall and memory are of
-the last part only (``resumed``).
+high-water mark). A finished run is reused (its figures measured when it was made are kept
+beside it in ``seed<s>.measure.json``); an unfinished one is resumed, and then its wall and
+memory are of the last part only (``resumed``).
 
 ``--agree``: per seed, first ``configs/pl94_2020_production.toml`` on the same input
 (DIR/runs/<input>/pl94/seed<s>), then the DHC run with ``postprocess.agree_with`` that run
