@@ -53,8 +53,9 @@ import psutil
 
 from bench import dhc_figures as figures
 from bench.accuracy_runs import confidential_dir, finished
+from bench.dhc_tables import show
 from bench.goals import DHC
-from bench.harness import REPO_ROOT, RI, add_results_argument, print_table, write_results
+from bench.harness import REPO_ROOT, RI, add_results_argument, write_results
 from bench.memory import RssSampler, vm_hwm
 from bench.production_job import OVERRIDES
 
@@ -65,9 +66,6 @@ AGREE_ON = "hhgq_8*votingage*hispanic*cenrace"
 #: Seconds between memory samples: a 30-minute run on 2 shared cores needs no finer, and
 #: every sample walks the machine's processes (the JVM's high-water mark misses nothing).
 SAMPLE_SECONDS = 0.5
-#: The levels the tables show (the US and the state of a one-state input are exact or
-#: nearly: the state total is invariant).
-SHOWN = ("county", "tract", "block_group", "block")
 GIB = 1 << 30
 
 
@@ -169,11 +167,11 @@ def das_run(
     return {**found, "reused": False}
 
 
-def run_record(run: Path, measured: dict[str, Any]) -> dict[str, Any]:
+def run_record(run: Path, config: str, measured: dict[str, Any]) -> dict[str, Any]:
     """What a run's own files say: valid (certified), phases, solves, records."""
     certificate_path = run / "certificate.json"
     valid = certificate_path.exists() and measured.get("exit_code", 0) == 0
-    record: dict[str, Any] = {"run": str(run), **measured, "valid": valid}
+    record: dict[str, Any] = {"run": str(run), "config": config, **measured, "valid": valid}
     timings = confidential_dir(run) / "timings.json"
     if timings.exists():
         record["phases_s"] = json.loads(timings.read_text())["phases_seconds"]
@@ -233,12 +231,14 @@ def one_seed(args: argparse.Namespace, input_dir: Path, seed: int, truth: Any) -
     result: dict[str, Any] = {"seed": seed}
     pl94 = base / "pl94" / f"seed{seed}"
     if args.agree:
-        result["pl94"] = run_record(pl94, das_run(pl94, PL94_CONFIG, input_dir, seed, []))
+        result["pl94"] = run_record(
+            pl94, PL94_CONFIG, das_run(pl94, PL94_CONFIG, input_dir, seed, [])
+        )
         if not result["pl94"]["valid"]:
             return result
         sets += [f"postprocess.agree_with={pl94.resolve()}", f"postprocess.agree_on={AGREE_ON}"]
     run = base / ("dhc_agree" if args.agree else "dhc") / f"seed{seed}"
-    result["dhc"] = run_record(run, das_run(run, CONFIG, input_dir, seed, sets))
+    result["dhc"] = run_record(run, CONFIG, das_run(run, CONFIG, input_dir, seed, sets))
     if not (run / "certificate.json").exists():
         return result
     config = load_config(CONFIG, [*OVERRIDES, *args.set], seed=seed)
@@ -295,116 +295,6 @@ def goal_rows(label: str, per_seed: Sequence[dict[str, Any]]) -> list[dict[str, 
             }
         )
     return rows
-
-
-def spread_text(values: Sequence[float]) -> str | float:
-    """One value as is; several as mean [min, max]."""
-    if len(values) == 1:
-        return values[0]
-    return f"{np.mean(values):.3g} [{min(values):.3g}, {max(values):.3g}]"
-
-
-def show(result: dict[str, Any]) -> None:
-    per_seed = result["per_seed"]
-    rows = []
-    for s in per_seed:
-        for product in ("pl94", "dhc"):
-            r = s.get(product)
-            if r is None:
-                continue
-            peak = r.get("peak_rss_bytes", {}).get("all")
-            rows.append(
-                [
-                    s["seed"],
-                    CONFIG if product == "dhc" else PL94_CONFIG,
-                    r.get("wall_s"),
-                    None if peak is None else peak / GIB,
-                    r["peak_pss_bytes"] / GIB if r.get("peak_pss_bytes") else None,
-                    r.get("jvm_vm_hwm_bytes", 0) / GIB if "jvm_vm_hwm_bytes" in r else None,
-                    r["valid"],
-                    r.get("records"),
-                    "reused" if r.get("reused") else ("resumed" if r.get("resumed") else "made"),
-                ]
-            )
-    headers = ["seed", "config", "wall s", "peak RSS GiB", "peak PSS GiB", "JVM HWM GiB"]
-    headers += ["valid", "persons", "run"]
-    print_table(headers, rows, f"\nRuns on {result['input']} ({result['input_dir']})")
-    phase_rows = phase_table(per_seed)
-    if phase_rows:
-        print_table(["phase", *(f"seed {s['seed']} s" for s in per_seed)], phase_rows, "\nPhases")
-    done = [s for s in per_seed if "accuracy" in s]
-    if not done:
-        return
-    nmf_rows = [
-        [
-            r["level"],
-            r["geounits"],
-            r["measured"],
-            r["values"],
-            r["per_geounit"],
-            r["max_per_geounit"],
-            r["dense"],
-            f"{100 * r['share_of_dense']:.3f}%" if r["share_of_dense"] is not None else None,
-        ]
-        for r in done[0]["nmf"]["levels"]
-    ]
-    nmf = done[0]["nmf"]
-    title = (
-        f"\nNoise drawn (seed {done[0]['seed']}): nmf/ {nmf['bytes']:,} bytes, "
-        f"{nmf['values']:,} values, {nmf['bytes_per_value']:.3f} bytes per value"
-    )
-    headers = ["level", "geounits", "measured", "values", "per geounit", "max", "dense", "share"]
-    print_table(headers, nmf_rows, title)
-    accuracy_tables(done)
-    if any("agreement" in s for s in done):
-        rows = [
-            [s["seed"], *(s["agreement"][k] for k in ("cells_compared", "cells_differ",
-                                                      "blocks_differ"))]
-            for s in done
-            if "agreement" in s
-        ]  # fmt: skip
-        headers = ["seed", "block x P.L. cells compared", "differ", "blocks differ"]
-        print_table(headers, rows, "\nAgreement with the P.L. 94-171 run (agree_with)")
-    for goal in result["goals"]:
-        where = "" if goal["applies"] else f" (stated on {', '.join(goal['inputs'])}: indicative)"
-        if goal["measured"] is None:
-            print(f"goal: {goal['goal']}: not measured{where}")
-            continue
-        verdict = "met" if goal["met"] else "MISSED"
-        value, limit = goal["measured"], goal["limit"]
-        print(f"goal: {goal['goal']}: {value:.4g} (limit {limit:g}), {verdict}{where}")
-
-
-def phase_table(per_seed: Sequence[dict[str, Any]]) -> list[list[object]]:
-    phases: list[str] = []
-    for s in per_seed:
-        phases += [p for p in s.get("dhc", {}).get("phases_s", {}) if p not in phases]
-    return [[p, *(s.get("dhc", {}).get("phases_s", {}).get(p) for s in per_seed)] for p in phases]
-
-
-def accuracy_tables(done: Sequence[dict[str, Any]]) -> None:
-    levels = [lv for lv in SHOWN if lv in done[0]["accuracy"]["figures"][figures.FIGURES[0].label]]
-    rows = []
-    for f in figures.FIGURES:
-        values = [
-            spread_text([s["accuracy"]["figures"][f.label][lv] for s in done]) for lv in levels
-        ]
-        census = ", ".join(f"{lv} {v}" for lv, v in f.census.items()) or None
-        rows.append([f.label, f.query + ("" if f.cells is None else " (part)"), *values, census])
-    headers = ["figure", "query", *levels, "Census (2010, DHC settings)"]
-    seeds = ", ".join(str(s["seed"]) for s in done)
-    print_table(headers, rows, f"\nMAE per cell of the protected output (seeds {seeds})")
-    cells = []
-    for i, row in enumerate(done[0]["accuracy"]["census_cells"]):
-        ours = spread_text([s["accuracy"]["census_cells"][i]["mae"] for s in done])
-        cells.append([row["level"], row["figure"], ours, row["census"]])
-    print_table(["level", "cells", "ours", "Census"], cells, "\nBeside the Census's, cell by cell")
-    checks = [s["accuracy"]["metrics_check"] for s in done]
-    worst = max((c["max_abs_difference"] or 0.0) for c in checks)
-    print(
-        f"the run's metrics.csv, same queries: {checks[0]['pairs']} (level, query) pairs, "
-        f"largest difference {worst:.2g}"
-    )
 
 
 # ---- main -------------------------------------------------------------------------------------
