@@ -8,7 +8,7 @@ OUT    ?= out
 SEED   ?= 2020
 PERSONS ?= 200000
 
-.PHONY: install lock lock-check run test test-fast lint docs layout bench bench-quick bench-docs bench-design bench-areas bench-design-budget bench-e2e bench-read bench-noise bench-sparse-nmf bench-optimize bench-cluster bench-coverage bench-accuracy bench-h1 bench-national clean cluster-up cluster-down dist
+.PHONY: install lock lock-check run test test-fast lint docs layout bench bench-quick bench-docs bench-design bench-areas bench-design-budget bench-e2e bench-read bench-noise bench-sparse-nmf bench-optimize bench-cluster bench-coverage bench-accuracy bench-h1 bench-dhc bench-national clean cluster-up cluster-down dist
 
 ## make install: .venv with das (editable) and every dependency at the version constraints.txt
 ## pins, so that the same seed gives the same output on every fresh install (HiGHS and numba
@@ -176,6 +176,22 @@ bench-accuracy: install
 ## cached in $(OUT)/h1); writes bench/results/h1.json.
 bench-h1: install
 	$(BIN)/python -m bench.bench_h1 --work $(OUT)/h1
+
+## make bench-dhc: the DHC persons product (configs/dhcp_production.toml) end to end, issue 56's
+## figures in one command: per seed (SEEDS, default 1) its wall, phases, peak memory of every
+## process, validity, the NMF's size and noise values per block against the dense count, and
+## the MAE per cell by level beside the Census's published figures; with AGREE=1 (the default)
+## a P.L. 94-171 run of the same input first, which the DHC run agrees with, and the block x
+## P.L. 94-171 cells that differ (goal: none). DHC_INPUT=ri (default: the RI blocks fixture with
+## DHC attributes, 1.05M persons) or synthetic (one county of PERSONS, default 100000). Inputs
+## and runs kept in $(OUT)/dhc (a finished run is reused); writes bench/results/dhc.json.
+DHC_INPUT ?= ri
+AGREE ?= 1
+DHC_PERSONS = $(if $(filter file,$(origin PERSONS)),100000,$(PERSONS))
+DHC_SEEDS = $(if $(filter file,$(origin SEEDS)),1,$(SEEDS))
+bench-dhc: install
+	$(BIN)/python -m bench.bench_dhc --work $(OUT)/dhc --input $(DHC_INPUT) \
+	  --persons $(DHC_PERSONS) --seeds $(DHC_SEEDS) $(if $(filter 1,$(AGREE)),--agree)
 
 ## make cluster-up WORKERS=2: a Spark standalone master and workers on 127.0.0.1 (state,
 ## logs and work dirs in $(CLUSTER)); ports: MASTER_PORT, WEBUI_PORT (workers: +1, +2, ...).

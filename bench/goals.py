@@ -177,3 +177,36 @@ AREAS = (
 )
 AREAS_SEEDS = (1, 2, 3, 4, 5)
 AREAS_COUNT = 10_000
+
+
+# ---- the DHC persons product (bench_dhc) ----------------------------------------------------
+#: Issue 56's goals for configs/dhcp_production.toml on this project's 2-core machine,
+#: ``local[2]``, judged by bench.bench_dhc on the inputs named (``ri``: the RI blocks fixture
+#: with DHC attributes, 1.05M persons; ``synthetic_100000``: a synthetic county of 100,000):
+#: the worst seed's wall and peak memory, the largest share of the dense count drawn per
+#: block, the tract figure the Census Bureau published (sex by P12's age groups, 2.54 per
+#: cell) as the seeds' mean, and no block's P.L. 94-171 cell differing from the P.L. 94-171
+#: run it agrees with (``--agree``). A run that is not valid meets none.
+DHC = (
+    LimitGoal("end to end <= 30 min", ("ri",), "wall_s", 1800.0),
+    LimitGoal("peak memory, all processes <= 16 GiB", ("ri",), "peak_rss_gib", 16.0),
+    LimitGoal("end to end <= 5 min", ("synthetic_100000",), "wall_s", 300.0),
+    LimitGoal(
+        "noise values drawn per block <= 1% of the dense count",
+        ("ri", "synthetic_100000"),
+        "draws_share",
+        0.01,
+    ),
+    LimitGoal(
+        "tract sex x age (P12) MAE per cell <= 2.54, the Census's",
+        ("ri",),
+        "tract_sex_age_mae",
+        2.54,
+    ),
+    LimitGoal(
+        "block x P.L. 94-171 cells differing from the P.L. 94-171 run (agree_with)",
+        ("ri", "synthetic_100000"),
+        "agree_cells_differ",
+        0.0,
+    ),
+)

@@ -92,6 +92,12 @@ BENCHMARKS = (
         ("--work", "{quick}/design_budget", "--ri", "{quick}/input"),
     ),
     Benchmark(
+        "bench_dhc",
+        ("--work", "{out}/dhc", "--input", "ri", "--agree"),
+        ("--work", "{quick}/dhc", "--input", "synthetic", "--persons", "2000", "--seeds", "1",
+         "--agree"),
+    ),
+    Benchmark(
         "bench_accuracy",
         ("--work", "{out}/accuracy", "--seeds", "1", "2", "3", "4", "5"),
         ("--work", "{quick}/accuracy", "--input", "{quick}/input", "--seeds", "1",
