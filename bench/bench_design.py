@@ -17,17 +17,18 @@ On --input (default: the RI fixture, built into DIR/ri_input):
 3. runs the production job (local[2], seeded test mode) per seed three times, all with
    ``input.targets`` set to the places (each run's confidential targets.csv gives their
    total MAE by size class): ``standard`` (the 2020 shares on the standard spine),
-   ``designed`` (the designed shares, standard spine) and ``optimised`` (the 2020 shares
-   on the optimised spine). The runs are bench.accuracy_runs' (DIR/<variant>/seed<s>),
+   ``designed`` (the designed shares, standard spine), ``optimised`` (the 2020 shares
+   on the optimised spine) and ``rule2020`` (the 2020 shares on the standard spine, each
+   child fitted to its own measurements as in 2020: the block-group goal's reference, with
+   the standard runs' noise). The runs are bench.accuracy_runs' (DIR/<variant>/seed<s>),
    kept when finished, so an interrupted bench resumes.
 
 Prints one set of tables (bench.design_tables) and writes bench/results/design.json, from
 which ``make bench-docs`` (bench.design_page) makes docs/design.md's measured section: the
 shares beside the 2020 shares; every workload entry's expected error (the BLUE's, exact)
-and measured MAE under both; the block-group total against the 2020 rule's (the accuracy
-benchmark's ``rule2020`` runs, bench/results/accuracy.json, used only where its production
-runs are exactly this bench's standard runs); the spine's fanout; the places' MAE by size
-class and the county, tract and standard block groups' MAE with and without the spine;
+and measured MAE under both; the block-group total against the 2020 rule's (its
+``rule2020`` runs); the spine's fanout; the places' MAE by size class and the county,
+tract and standard block groups' MAE with and without the spine;
 and issue 54's goals (bench/goals.py). A spine of other settings writes
 design<suffix>.json (``_split``, ``_strict``, ``_cutoff<c>``). The ``places`` subcommand
 writes only the synthetic places.
@@ -36,7 +37,6 @@ writes only the synthetic places.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shlex
 import sys
@@ -48,7 +48,7 @@ from typing import Any
 import pandas as pd
 import pyarrow.parquet as pq
 
-from bench.accuracy_runs import Variant, confidential_dir, ri_input, run_dir, run_one
+from bench.accuracy_runs import VARIANTS, Variant, confidential_dir, ri_input, run_dir, run_one
 from bench.bench_design_budget import MAX_RATIO, WORKLOAD
 from bench.bench_design_budget import figures as budget_figures
 from bench.design_tables import tables
@@ -66,6 +66,7 @@ NAME = "design"  # bench/results/design.json; another spine: design<suffix>.json
 CONFIG = "configs/pl94_2020_production.toml"
 LEVELS = ("county", "tract")
 DESIGNED = "designed"  # the production job with the shares `das design budget` chose
+RULE2020 = "rule2020"  # the production job fitted as in 2020 (bench.accuracy_runs')
 BLUE = (("target", "blue"),)
 #: The synthetic places' seed unless ``--places-seed`` says otherwise.
 PLACES_SEED = 1
@@ -187,38 +188,6 @@ def run_figures(run: Path, workload: Workload) -> dict[str, float]:
     return found
 
 
-def rule2020_reference(
-    results: Path, seeds: Sequence[int], standard: dict[int, dict[str, float]]
-) -> tuple[dict[int, float], dict[str, Any]]:
-    """The 2020 rule's block-group total MAE per seed, from the accuracy benchmark's
-    results (its ``rule2020`` variant: the production shares, fitted as in 2020), used
-    only if its ``default`` runs are this bench's standard runs: the same tract and block
-    group MAE at every seed (then the noise and the input are the same)."""
-    path = results / "accuracy.json"
-    note: dict[str, Any] = {"file": str(path), "comparable": False, "seeds": []}
-    if not path.exists():
-        return {}, note
-    rows = json.loads(path.read_text())["per_seed"]
-
-    def mae(source: str, seed: int, level: str) -> float | None:
-        for r in rows:
-            if (r["source"], r["seed"], r["level"], r["query"]) == (source, seed, level, "total"):
-                return float(r["mae"])
-        return None
-
-    common = [s for s in seeds if s in standard and mae("rule2020", s, "block_group") is not None]
-    same = all(
-        mae("default", s, lv) is not None
-        and abs(standard[s][f"{lv} total"] - (mae("default", s, lv) or 0.0)) < 1e-9
-        for s in common
-        for lv in ("tract", "block_group")
-    )
-    note |= {"comparable": bool(common) and same, "seeds": common}
-    if not note["comparable"]:
-        return {}, note
-    return {s: mae("rule2020", s, "block_group") or 0.0 for s in common}, note
-
-
 def design_shares(input_dir: Path, work: Path) -> tuple[Workload, dict[str, Any], Path]:
     """``das design budget`` for the 2020 workload on the input's hierarchy: its figures
     (bench.bench_design_budget's) and the designed config, written to ``work`` (refused
@@ -263,9 +232,17 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     chosen[DESIGNED] = Variant(
         DESIGNED, "designed shares (standard spine)", chosen["standard"].overrides, BLUE
     )
-    names = list(chosen)
+    as2020 = VARIANTS[RULE2020]
+    chosen[RULE2020] = Variant(
+        RULE2020,
+        as2020.label,
+        (*chosen["standard"].overrides, *as2020.overrides),
+        as2020.postprocess,
+    )
+    configs[RULE2020] = CONFIG
+    names = list(chosen)  # standard, optimised<suffix>, designed, rule2020
     for seed in args.seeds:
-        for name in ("standard", DESIGNED, names[1]):
+        for name in ("standard", DESIGNED, names[1], RULE2020):
             if run_one(work, chosen[name], seed, input_dir, configs[name]) is None:
                 raise SystemExit(f"{name} seed {seed} failed: see its log under {work}")
     blocks, _ = input_blocks(input_dir)
@@ -275,19 +252,15 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         for s in args.seeds:
             run = run_dir(work, name, s)
             figures[name][s] = run_figures(run, workload)
-            if name != DESIGNED:
+            if name in ("standard", names[1]):
                 figures[name][s]["standard block group total"] = standard_block_group_mae(
                     run, input_dir, blocks["geoid"]
                 )
-    reference, note = rule2020_reference(Path(args.results), args.seeds, figures["standard"])
     per_seed = [
         {"variant": "optimised" if name == names[1] else name, "seed": s, "what": what, "mae": v}
         for name in names
         for s in args.seeds
         for what, v in figures[name][s].items()
-    ] + [
-        {"variant": "rule2020", "seed": s, "what": "block_group total", "mae": v}
-        for s, v in reference.items()
     ]
     expected = {name: blue_total_se(run_dir(work, name, args.seeds[0])) for name in names[:2]}
     first = pd.read_csv(confidential_dir(run_dir(work, "standard", args.seeds[0])) / "targets.csv")
@@ -304,7 +277,6 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         "budget": budget,
         "size_classes": first[["size_class", "areas", "published_mae"]].to_dict(orient="records"),
         "per_seed": per_seed,
-        "rule2020_reference": note,
         "blue_total_se": expected,
         "blue_total_se_ratios": {
             lv: expected[names[1]][lv] / expected["standard"][lv] for lv in LEVELS
@@ -313,6 +285,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
             "standard": CONFIG,
             "optimised": f"{CONFIG} on {spine.name}",
             DESIGNED: str(designed),
+            RULE2020: f"{CONFIG} with {' '.join(as2020.overrides)}",
         },
         "code": git_commit(),
     }
@@ -331,9 +304,6 @@ def show(result: dict[str, Any]) -> None:
     for table in tables(result):
         print()
         print_table(list(table.headers), [list(r) for r in table.rows], table.title)
-    note = result["rule2020_reference"]
-    if not note["comparable"]:
-        print(f"\nthe 2020 rule's reference ({note['file']}) is not of these runs' seeds and noise")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -29,16 +29,13 @@ def section(data: Mapping[str, Any]) -> str:
     seeds = ", ".join(str(s) for s in data["seeds"])
     commit = data.get("git_commit")
     code = f"commit `{commit[:7]}`" if commit else "commit not recorded"
-    note = data["rule2020_reference"]
     lines = [
         f"`{data['command']}`, {code}{' with uncommitted changes' if data.get('dirty') else ''}, "
         f"{data.get('timestamp', '')}; seeds {seeds}; input {data['input']}.",
         "",
-        f"The 2020 rule's block-group figures are the accuracy benchmark's `rule2020` runs "
-        f"({Path(note['file']).name} beside design.json; seeds "
-        f"{', '.join(str(s) for s in note['seeds']) or 'none'}), used because its production "
-        f"runs have exactly this bench's standard-spine tract and block-group MAE at every "
-        f"seed: {'yes' if note['comparable'] else 'no (not used)'}.",
+        "The 2020 rule's block-group figures are this bench's `rule2020` runs: the 2020 shares "
+        "on the standard spine, with the standard runs' noise, each child fitted to its own "
+        f"measurements as in 2020 ({data['variants']['rule2020']}).",
     ]
     for table in tables(data):
         lines += ["", f"**{table.title}**", "", markdown_table(

@@ -11,7 +11,7 @@ import pytest
 
 from bench import design_page
 from bench.accuracy_runs import confidential_dir, run_dir
-from bench.bench_design import level_mae, rule2020_reference, run_figures, variants
+from bench.bench_design import level_mae, run_figures, variants
 from bench.design_tables import goal_rows, ratio, spread_text, tables
 from das.design.workload import load_workload
 from das.spec.config import load_config
@@ -67,30 +67,6 @@ def test_a_run_gives_every_workload_entry_the_levels_and_the_places_by_size(tmp_
     assert level_mae(run_dir(tmp_path, "standard", 1)) == {"county": 1.0, "tract": 1.5}
 
 
-def _accuracy(folder: Path, default_block_group: float) -> None:
-    rows = [
-        {"source": source, "seed": seed, "level": level, "query": "total", "mae": mae}
-        for seed in (1, 2)
-        for source, level, mae in (
-            ("default", "tract", 1.5),
-            ("default", "block_group", default_block_group),
-            ("rule2020", "block_group", 3.0 + seed),
-        )
-    ]
-    (folder / "accuracy.json").write_text(json.dumps({"per_seed": rows}))
-
-
-def test_the_2020_rule_is_taken_only_from_runs_of_the_same_noise(tmp_path: Path):
-    standard = {s: {"tract total": 1.5, "block_group total": 2.0} for s in (1, 2)}
-    _accuracy(tmp_path, 2.0)
-    rule, note = rule2020_reference(tmp_path, [1, 2, 3], standard)
-    assert rule == {1: 4.0, 2: 5.0} and note["comparable"] and note["seeds"] == [1, 2]
-    _accuracy(tmp_path, 2.1)  # other noise (or input): its rule is not these runs'
-    rule, note = rule2020_reference(tmp_path, [1, 2], standard)
-    assert rule == {} and not note["comparable"]
-    assert rule2020_reference(tmp_path / "none", [1], standard)[0] == {}
-
-
 def _results() -> dict:
     rows = []
     for seed in (1, 2):
@@ -134,7 +110,7 @@ def _results() -> dict:
         },
         "size_classes": [{"size_class": "< 500", "areas": 3, "published_mae": 1.88}],
         "per_seed": rows,
-        "rule2020_reference": {"file": "accuracy.json", "comparable": True, "seeds": [1, 2]},
+        "variants": {"rule2020": "c.toml with postprocess.target=measurements"},
         "blue_total_se_ratios": {"county": 1.0, "tract": 1.07},
     }  # fmt: skip
 
