@@ -5,9 +5,14 @@ rho; the design moves rho between those (level, query) pairs. Each pair's share 
 chosen to minimise the workload's expected squared error of the BLUE on a representative
 hierarchy (``das.design.hierarchy``), exactly as the estimator computes it
 (``das.design.variance``), by a convex solve (``das.design.optimise``): first on a thinned
-copy of the hierarchy (cheap), then refined on the whole. The shares are then rounded to
-exact fractions (``das.design.shares``) and every figure printed is evaluated exactly
-with the rounded shares, beside the config's own.
+copy of the hierarchy (cheap), then its shares, rounded to exact fractions
+(``das.design.shares``), are evaluated exactly on the whole. They are the design unless they
+break ``max_ratio`` there: only then is the solve refined on the whole, aiming lower each
+round by what the rounding cost. A refinement gains little: the workload is flat along the
+trades the caps leave open (on RI, 0.2% of the workload's error between the thinned
+optimum and a refined one), and each of its gradients costs as many passes of the whole
+tree as the workload has entries. Every figure printed is evaluated exactly with the
+rounded shares, beside the config's own.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from das.design.hierarchy import Hierarchy, thinned
-from das.design.optimise import Problem, Solution, entry_errors, solve
+from das.design.optimise import Problem, Solution, entry_errors, exact_entries, solve
 from das.design.shares import Shares, exact_shares
 from das.design.variance import Tree, build_tree, covariance_sums, level_information, trace
 from das.design.workload import Workload
@@ -29,10 +34,11 @@ from das.spec.config import Config
 
 #: Geounits kept at the first wide level for the first solve (``hierarchy.thinned``).
 THIN = 48
-#: Iterations of the refinement on the whole hierarchy, from the thinned tree's optimum,
+#: Iterations of a refinement on the whole hierarchy, from the thinned tree's optimum,
 #: and of a solve from the config's shares.
 REFINE, SOLVE = 6, 300
-#: Solves at most, when the rounded shares break ``max_ratio``: each aims lower by as much.
+#: Refinements at most, when the rounded shares break ``max_ratio`` on the whole hierarchy:
+#: the first aims at it, each later one lower by what the rounding cost.
 ROUNDS = 3
 
 
@@ -58,8 +64,20 @@ class Design:
     before: np.ndarray  # each entry's error under the config's shares
     after: np.ndarray  # and under the chosen ones (rounded)
     reference: list[tuple[str, float, float]]  # (what, before, after): not in the workload
-    solutions: tuple[Solution, ...]
+    solutions: tuple[Solution, ...]  # the first on a thinned copy if ``thinned``
     options: Options
+    thinned: bool = False
+
+    def ratios(self) -> np.ndarray:
+        """Each entry's error under the chosen shares over the config's; NaN for an entry
+        known exactly (``optimise.exact_entries``)."""
+        exact = exact_entries(self.before)
+        return np.where(exact, np.nan, self.after / np.where(exact, 1.0, self.before))
+
+    def worst(self) -> float:
+        """The largest ratio of an entry not known exactly (0 if none)."""
+        found = self.ratios()
+        return float(np.max(found[~np.isnan(found)], initial=0.0))
 
     def workload_ratio(self) -> float:
         w = np.array([e.weight for e in self.workload.entries])
@@ -93,27 +111,35 @@ def design_budget(
     weights = np.array([e.weight for e in workload.entries])
     rho = float(config.budget.rho)
     whole = Problem(_tree(config, workload, hierarchy), pairs, rho, workload.entries)
+    before_sums = _sums(whole, original)
+    before = entry_errors(whole, before_sums)
+    held = ~exact_entries(before)
     solutions = []
+
+    def rounded(x: np.ndarray) -> tuple[Shares, list, np.ndarray, float]:
+        chosen = exact_shares(pairs, x, options.denominator)
+        sums = _sums(whole, chosen)
+        after = entry_errors(whole, sums)
+        return chosen, sums, after, float(np.max(after[held] / before[held], initial=0.0))
+
+    def holds(worst: float) -> bool:
+        return options.max_ratio is None or worst <= options.max_ratio
+
     small = thinned(hierarchy, THIN)
     if small is not hierarchy:
         cheap = Problem(_tree(config, workload, small), pairs, rho, workload.entries)
         solutions.append(solve(cheap, start, weights, options.max_ratio, start, SOLVE))
-    x, iterations = (solutions[-1].x, REFINE) if solutions else (start, SOLVE)
-    before_sums = _sums(whole, original)
-    before = entry_errors(whole, before_sums)
-    limit = options.max_ratio
-    for _ in range(ROUNDS):
-        solutions.append(solve(whole, x, weights, limit, start, iterations))
-        x, iterations = solutions[-1].x, REFINE
-        chosen = exact_shares(pairs, x, options.denominator)
-        after_sums = _sums(whole, chosen)
-        after = entry_errors(whole, after_sums)
-        if options.max_ratio is None or limit is None:
-            break
-        worst = float(np.max(after / before))
-        if worst <= options.max_ratio:
-            break
-        limit *= options.max_ratio / worst  # the rounding cost that much: aim lower
+        chosen, after_sums, after, worst = rounded(solutions[-1].x)
+    if not solutions or not holds(worst):  # refine on the whole
+        x, iterations = (solutions[-1].x, REFINE) if solutions else (start, SOLVE)
+        cap = limit = options.max_ratio
+        for _ in range(ROUNDS):
+            solutions.append(solve(whole, x, weights, limit, start, iterations))
+            x, iterations = solutions[-1].x, REFINE
+            chosen, after_sums, after, worst = rounded(x)
+            if cap is None or limit is None or worst <= cap:
+                break
+            limit *= cap / worst  # the rounding cost that much: aim lower
     return Design(
         config,
         workload,
@@ -125,6 +151,7 @@ def design_budget(
         _reference(whole, before_sums, after_sums),
         tuple(solutions),
         options,
+        small is not hierarchy,
     )
 
 

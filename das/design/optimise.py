@@ -6,12 +6,16 @@ queries' Q^T Q summed over the level's geounits), with the invariants and known 
 exact constraints. The BLUE's covariance is C(p) = Lambda(p)^-1 on the constrained
 directions, and a workload's error is J(p) = tr(W C(p)), W = sum_e (w_e / n_e) (the
 entry's queries over its level's geounits): convex in p, since the inverse is matrix
-convex. Its gradient needs no adjoint pass. dJ/dp_j = -tr(B_j C W C), and C W C is the
-derivative at t = 0 of C(t), the covariance under the information Lambda - t W: W enters
+convex. Its gradient needs no adjoint pass. dJ/dp_j = -tr(B_j C W C), and -C W C is the
+derivative at t = 0 of C(t), the covariance under the information Lambda + t W: W enters
 the tree's passes as a measurement of each entry's query at its level with precision
--t w_e / n_e. So one more pass of the estimator, at a small t, gives the derivative of J
-along every p_j at once: dJ/dp_j = -(V_j(t) - V_j(0)) / t, V_j the variance of the pair's
-queries summed over its level (``variance.trace``), to first order in t.
+t w_e / n_e. So a pass of the estimator at a small t gives the derivative of J along every
+p_j at once: dJ/dp_j = dV_j/dt at 0, V_j(t) the variance of the pair's queries summed over
+its level (``variance.trace``). Two passes, at t and 2t, give it to second order in t
+(Richardson: (4 V_j(t) - V_j(2t) - 3 V_j(0)) / 2t). A central difference would be as
+accurate, but its step at -t takes information away, and a subtree whose own
+measurements weigh little against the workload there (a leaf under an area set's many
+pieces) is then no longer identified: both steps add information.
 
 The precisions are x * rho with x on the simplex (sum x = 1): SLSQP (scipy) from the
 config's own shares, optionally with every entry's error held within ``max_ratio`` of the
@@ -32,8 +36,16 @@ from das.errors import InternalError
 from das.estimate.tree import Parts
 
 #: The derivative's step: t * (the error along it) = STEP, small against 1 (W C's largest
-#: eigenvalue is at most J, so the perturbed information stays positive definite).
+#: eigenvalue is at most J, so the information changes C by at most about that much).
 STEP = 1e-3
+#: An entry known (almost) exactly, e.g. a total the invariants fix, has almost no error
+#: to scale its step by: it is scaled as if its error were this fraction of the largest
+#: (a step of 1/error would swamp every measurement with the workload's information).
+FLAT = 1e-6
+#: An entry whose error under the config is at most this fraction of the largest entry's is
+#: known exactly (a total the invariants fix: its "error" is rounding): no ratio is held
+#: on it, since a ratio of rounding errors means nothing.
+EXACT = 1e-12
 #: The smallest share of rho a pair may take in the solver (the written config rounds it
 #: up to one unit of its denominator: ``das.design.shares``).
 FLOOR = 1e-7
@@ -58,6 +70,11 @@ class Point:
     x: np.ndarray
     errors: np.ndarray
     jacobian: np.ndarray | None = field(default=None)
+
+
+def exact_entries(errors: np.ndarray) -> np.ndarray:
+    """Which entries are known exactly, by their errors under the config (``EXACT``)."""
+    return errors <= EXACT * max(float(np.max(errors, initial=0.0)), 1e-300)
 
 
 def entry_errors(problem: Problem, sums: Sequence[Parts]) -> np.ndarray:
@@ -89,12 +106,12 @@ def _sums(problem: Problem, x: np.ndarray, extra: dict[str, Parts] | None = None
 
 
 def _workload(problem: Problem, coefficients: np.ndarray, t: float) -> dict[str, Parts]:
-    """-t W for the entries weighted by ``coefficients``: per level, per component."""
+    """t W for the entries weighted by ``coefficients``: per level, per component."""
     tree, counts = problem.tree, problem.tree.counts()
     found: dict[str, Parts] = {}
     for e, c in zip(problem.entries, coefficients, strict=True):
         for lv, n in e.pieces.items():
-            scale = -t * c * n / counts[tree.levels.index(lv)]
+            scale = t * c * n / counts[tree.levels.index(lv)]
             parts = [scale * g for g in tree.information(e.query)]
             old = found.get(lv)
             found[lv] = parts if old is None else [a + b for a, b in zip(old, parts, strict=True)]
@@ -108,12 +125,15 @@ def evaluate(problem: Problem, x: np.ndarray, directions: np.ndarray | None = No
     errors = entry_errors(problem, sums)
     if directions is None:
         return Point(x, errors)
+    base = pair_variances(problem, sums)
     rows = []
     for d in directions:
-        t = STEP / max(float(d @ errors), 1e-300)
-        up = pair_variances(problem, _sums(problem, x, _workload(problem, d, t)))
-        down = pair_variances(problem, _sums(problem, x, _workload(problem, d, -t)))
-        rows.append(-(up - down) / (2 * t) * problem.rho)
+        t = STEP / max(float(d @ errors), FLAT * float(np.max(errors)), 1e-300)
+        one, two = (
+            pair_variances(problem, _sums(problem, x, _workload(problem, d, step)))
+            for step in (t, 2 * t)
+        )
+        rows.append((4 * one - two - 3 * base) / (2 * t) * problem.rho)
     return Point(x, errors, np.array(rows))
 
 
@@ -134,9 +154,12 @@ class _Workload:
     ) -> None:
         self.problem, self.weights, self.max_ratio = problem, weights, max_ratio
         self.scale = float(weights @ baseline.errors)
-        self.limit = None if max_ratio is None else max_ratio * baseline.errors
+        # the entries held within max_ratio; the others' errors are rounding, their
+        # gradients ~0 (the objective's gradient leaves them out)
+        self.held = ~exact_entries(baseline.errors)
+        self.limit = None if max_ratio is None else max_ratio * baseline.errors[self.held]
         k = len(problem.entries)
-        self.directions = np.eye(k) if max_ratio is not None else weights[None, :]
+        self.directions = np.eye(k)[self.held] if max_ratio is not None else weights[None, :]
         self.points: dict[bytes, Point] = {}
 
     def at(self, x: np.ndarray, jacobian: bool = False) -> Point:
@@ -154,11 +177,13 @@ class _Workload:
 
     def gradient(self, x: np.ndarray) -> np.ndarray:
         jac = _jacobian(self.at(x, jacobian=True))
-        return (self.weights @ jac if self.max_ratio is not None else jac[0]) / self.scale
+        found = self.weights[self.held] @ jac if self.max_ratio is not None else jac[0]
+        return found / self.scale
 
     def within(self, x: np.ndarray) -> np.ndarray:
-        """1 - E_e(x) / (max_ratio E_e(baseline)): nonnegative where the ratios hold."""
-        return 1.0 - self.at(x).errors / self._limit()
+        """1 - E_e(x) / (max_ratio E_e(baseline)) of the entries held: nonnegative where
+        the ratios hold."""
+        return 1.0 - self.at(x).errors[self.held] / self._limit()
 
     def within_jacobian(self, x: np.ndarray) -> np.ndarray:
         return -_jacobian(self.at(x, jacobian=True)) / self._limit()[:, None]
@@ -186,7 +211,8 @@ def solve(
     iterations: int = 200,
 ) -> Solution:
     """Minimise sum_e weights_e E_e(x) over the simplex from ``start``; with ``max_ratio``,
-    every E_e(x) <= max_ratio E_e(baseline) (the config's shares)."""
+    every E_e(x) <= max_ratio E_e(baseline) (the config's shares) but of the entries known
+    exactly (``exact_entries``)."""
     workload = _Workload(problem, weights, max_ratio, evaluate(problem, baseline))
     result = scipy.optimize.minimize(
         workload.objective,

@@ -7,6 +7,8 @@ shape and known zeros (public), never from counts: nothing here is confidential.
 
 from __future__ import annotations
 
+import numpy as np
+
 from das.design.budget import Design, pairs_of
 
 #: A variance below this is an exact answer's (an invariant), whatever rounding leaves.
@@ -24,9 +26,19 @@ def _held(design: Design) -> str:
     limit = design.options.max_ratio
     if limit is None:
         return ""
-    worst = float(max(design.after / design.before))
+    worst = design.worst()
     met = "met" if worst <= limit else f"NOT met after rounding: worst {worst:.3f}x"
-    return f"; every entry held within {limit}x of the config's ({met})"
+    which = "every entry" if not np.isnan(design.ratios()).any() else "every entry not known exactly"
+    return f"; {which} held within {limit}x of the config's ({met})"
+
+
+def _where(design: Design) -> str:
+    """Which hierarchy each solve ran on: the first on a thinned copy if there is one."""
+    if not design.thinned:
+        return " on the whole hierarchy"
+    if len(design.solutions) == 1:
+        return " on a thinned hierarchy (its rounded shares evaluated on the whole)"
+    return " (a thinned hierarchy, then the whole)"
 
 
 def render_design(design: Design, config_path: str, workload_path: str, out: str) -> str:
@@ -37,16 +49,16 @@ def render_design(design: Design, config_path: str, workload_path: str, out: str
         f"das design budget: {config_path}, rho {rho} ({float(rho):.6g}) unchanged",
         f"workload: {design.workload.name} ({workload_path}), {len(design.workload.entries)} entries",
         f"hierarchy: {design.hierarchy.describe()}",
-        f"solver: SLSQP (scipy), {steps}"
-        + ("" if len(solved) < 2 else " (a thinned hierarchy, then the whole)")
-        + _held(design),
+        f"solver: SLSQP (scipy), {steps}" + _where(design) + _held(design),
         "",
         "expected squared error of the BLUE per geounit, summed over the query's cells:",
     ]
     widths = [44, 8, 13, 13, 10]
     lines.append(_row(["entry", "weight", "config", "design", "ratio"], widths))
-    for e, b, a in zip(design.workload.entries, design.before, design.after, strict=True):
-        lines.append(_row([e.label, f"{e.weight:g}", f"{b:.4g}", f"{a:.4g}", f"{a / b:.3f}"], widths))
+    rows = zip(design.workload.entries, design.before, design.after, design.ratios(), strict=True)
+    for e, b, a, r in rows:
+        ratio = "exact" if np.isnan(r) else f"{r:.3f}"
+        lines.append(_row([e.label, f"{e.weight:g}", f"{b:.4g}", f"{a:.4g}", ratio], widths))
     weights = [e.weight for e in design.workload.entries]
     total_b = sum(w * b for w, b in zip(weights, design.before, strict=True))
     total_a = sum(w * a for w, a in zip(weights, design.after, strict=True))
