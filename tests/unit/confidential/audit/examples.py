@@ -10,6 +10,7 @@ import pandas as pd
 from das.confidential.audit.blocks import BlockBatch, audit_blocks
 from das.confidential.audit.layout import PERSON_CELLS, record_layout
 from das.confidential.audit.summary import audit_summary
+from das.spec.schema import load_schema
 from tests.unit.confidential.examples import PL94, cell
 
 LAYOUT = record_layout(PL94)
@@ -74,3 +75,46 @@ def example_audit() -> dict[str, Any]:
     protected = batch().protected
     protected[1, 0, WHITE_ADULT] -= 1
     return audit_summary(summed(audit_blocks(batch(protected), LAYOUT.allowed)), "hhgq")
+
+
+# ---- DHC-P: the P.L. 94-171 record by recodes, and the DHC record --------------------------
+DHCP = load_schema("dhcp_persons")
+DHCP_LAYOUT = record_layout(DHCP)
+#: relgq levels of a few DHC-P persons.
+HOUSEHOLDER_ALONE, BIOLOGICAL_CHILD, GQ301_NURSING, GQ501_COLLEGE, GQ997_OTHER = 0, 6, 27, 33, 41
+#: The P.L. 94-171 GQ type of each relgq level, written out from the 2020 GQ codes: 0-17
+#: household relationships, 101-106 correctional, 201-203 juvenile, 301 nursing, 401-405
+#: other institutional, 501 college, 601-602 military, 701-997 other noninstitutional.
+GQ_TYPE_OF_RELGQ = np.repeat(np.arange(8), [18, 6, 3, 1, 5, 1, 2, 6])
+
+
+def dhcp_cell(relgq: int, sex: int, age: int, hispanic: int, cenrace_code: int) -> int:
+    """DHC-P histogram cell of a person (sex 1 male, 2 female; CENRACE 1..63)."""
+    codes = np.array([[relgq, sex - 1, age, hispanic, cenrace_code - 1]])
+    return int(DHCP.cell_index(codes)[0])
+
+
+def dhc_cell(sex: int, age: int, hispanic: int, cenrace_code: int) -> int:
+    """The DHC record's cell, by hand: (sex, age, Hispanic, race) in C order."""
+    return ((((sex - 1) * 116 + age) * 2 + hispanic) * 63) + cenrace_code - 1
+
+
+def dhcp_persons(seed: int, n: int) -> np.ndarray:
+    """(n, 5) DHC-P codes (relgq, sex 1-2, age, hispanic, CENRACE 1-63) drawn at random."""
+    rng = np.random.default_rng(seed)
+    return np.stack(
+        [
+            rng.integers(0, 42, n),
+            rng.integers(1, 3, n),
+            rng.integers(0, 116, n),
+            rng.integers(0, 2, n),
+            rng.integers(1, 64, n),
+        ],
+        axis=1,
+    )
+
+
+def sparse_cells(persons: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """A block's sparse DHC-P histogram, as the protected files hold it: (cells, counts)."""
+    codes = persons - np.array([0, 1, 0, 0, 1])
+    return np.unique(DHCP.cell_index(codes), return_counts=True)
