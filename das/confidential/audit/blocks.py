@@ -2,8 +2,12 @@
 
 A batch holds each block's true, protected and tract histograms as dense (blocks, GQ types,
 person cells) arrays, and its county's most common records. Each source rebuilds the
-block's records; each is matched with and without the GQ type (``RECORDS``). The rows are
-summed by size bin afterwards (``das.confidential.audit.frames``).
+block's records; each is matched with and without the GQ type (``RECORDS``). Where the
+schema has sex and single-year age, the batch holds the same blocks on the DHC record too
+(``DhcBatch``), and every source but ``exact_tables`` is matched on it (``DHC_SOURCES``):
+P1-P5 publish neither sex nor single-year age, so the exact tables rebuild nothing of
+that record beyond what the P.L. 94-171 record already counts. The rows are summed by
+size bin afterwards (``das.confidential.audit.frames``).
 """
 
 from __future__ import annotations
@@ -20,16 +24,40 @@ from das.confidential.audit.match import match_blocks
 from das.confidential.audit.tables import person_table, pl94_tables
 from das.confidential.bins import size_bins
 
-__all__ = ["COLUMNS", "RECORDS", "SOURCES", "BlockBatch", "audit_blocks", "exact_records"]
+__all__ = [
+    "COLUMNS",
+    "DHC_RECORD",
+    "DHC_SOURCES",
+    "RECORDS",
+    "SOURCES",
+    "BlockBatch",
+    "DhcBatch",
+    "audit_blocks",
+    "exact_records",
+]
 
 #: The sources, in the order the report shows them.
 SOURCES = ("exact_tables", "protected", "baseline_tract", "baseline_county_mode")
 #: The record with the GQ type, and without it.
 RECORDS = ("with_gq", "without_gq")
+#: The DHC record (sex, age, Hispanic, CENRACE), and the sources matched on it.
+DHC_RECORD = "dhc"
+DHC_SOURCES = SOURCES[1:]
 #: Per (block, source, record) counts, summed later; the gq_ ones only for exact_tables.
 COUNTS = ("blocks", "persons", "records", "matched", "unique", "unique_matched")
 GQ_COUNTS = ("gq_solved", "gq_unique_blocks", "gq_unique_persons", "gq_distance", "gq_bound")
 COLUMNS = ("source", "record", "size_bin", *COUNTS, *GQ_COUNTS)
+
+
+@dataclass(frozen=True)
+class DhcBatch:
+    """The batch's blocks on the DHC record: (blocks, DHC cells) histograms, dense."""
+
+    truth: np.ndarray
+    protected: np.ndarray
+    tract: np.ndarray
+    #: The county's most common DHC record, per block.
+    county_mode: np.ndarray
 
 
 @dataclass(frozen=True)
@@ -44,6 +72,8 @@ class BlockBatch:
     #: and its most common one without it (a person cell), per block.
     county_mode: np.ndarray
     county_mode_person: np.ndarray
+    #: The same blocks on the DHC record, where the schema has it.
+    dhc: DhcBatch | None = None
 
 
 def exact_records(
@@ -98,7 +128,21 @@ def audit_blocks(batch: BlockBatch, allowed: np.ndarray, time_limit: float = 10.
             if source == "exact_tables" and record == "with_gq":
                 frame = frame.assign(**_gq_columns(gq, sizes))
             frames.append(frame)
+    if batch.dhc is not None:
+        frames += _dhc_rows(batch.dhc, sizes, bins)
     return pd.concat(frames, ignore_index=True)[list(COLUMNS)]
+
+
+def _dhc_rows(dhc: DhcBatch, sizes: np.ndarray, bins: np.ndarray) -> list[pd.DataFrame]:
+    """DHC_SOURCES on the DHC record, each rebuilt only when it is matched: the record's
+    arrays are 14.5 times the P.L. 94-171 record's, so no two guesses are held at once."""
+    cells = dhc.truth.shape[1]
+    rebuild = {
+        "protected": lambda: dhc.protected,
+        "baseline_tract": lambda: largest_remainder(dhc.tract, sizes),
+        "baseline_county_mode": lambda: repeated(dhc.county_mode, sizes, cells),
+    }
+    return [_rows(s, DHC_RECORD, bins, dhc.truth, rebuild[s]()) for s in DHC_SOURCES]
 
 
 def _rows(

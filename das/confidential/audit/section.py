@@ -24,12 +24,18 @@ _COLOURS = {
     "baseline_tract": "#2e8b57",
     "baseline_county_mode": "#8c959f",
 }
+#: (column title, rate, the record's view of a source: "" is the record with the GQ type).
 _RATES = (
-    ("match", "match_rate", False),
-    ("match, no GQ type", "match_rate", True),
-    ("unique persons", "unique_match_rate", False),
-    ("unique, no GQ type", "unique_match_rate", True),
-    ("precision", "precision", False),
+    ("match", "match_rate", ""),
+    ("match, no GQ type", "match_rate", "without_gq"),
+    ("unique persons", "unique_match_rate", ""),
+    ("unique, no GQ type", "unique_match_rate", "without_gq"),
+    ("precision", "precision", ""),
+)
+#: The DHC record's columns, where the audit has that record.
+_DHC_RATES = (
+    ("match, DHC record (sex, age)", "match_rate", "dhc"),
+    ("unique, DHC record (sex, age)", "unique_match_rate", "dhc"),
 )
 
 
@@ -60,12 +66,12 @@ def audit_figure(sources: Mapping[str, Any]) -> bytes:
 def audit_section(audit: Mapping[str, Any]) -> str:
     """The section: what was done, the figure, the rates per source, the GQ step."""
     sources = audit["sources"]
+    rates = _RATES + (_DHC_RATES if "dhc" in audit["record"] else ())
     rows: list[list[Cell]] = [
-        [(name, "")]
-        + [(_percent((s["without_gq"] if nogq else s)[key]), "") for _, key, nogq in _RATES]
+        [(name, "")] + [(_percent(_rate(s, view, key)), "") for _, key, view in rates]
         for name, s in sources.items()
     ]
-    head = [[Head("source"), *[Head(title) for title, _, _ in _RATES]]]
+    head = [[Head("source"), *[Head(title) for title, _, _ in rates]]]
     return (
         '<section id="audit"><h2>Reconstruction audit</h2><p class="note">Each source '
         "rebuilds every block's records (voting age, Hispanic origin, race in 63 categories "
@@ -82,8 +88,26 @@ def audit_section(audit: Mapping[str, Any]) -> str:
             "block (audit.json beside this page has the rest).",
         )
         + table(head, rows)
+        + _dhc_note(audit["record"])
         + _variability(audit["gq_variability"])
         + "</section>"
+    )
+
+
+def _rate(source: Mapping[str, Any], view: str, key: str) -> float | None:
+    """A source's rate on one view of the record; None where it was not rebuilt there."""
+    found = source.get(view) if view else source
+    return None if found is None else found[key]
+
+
+def _dhc_note(record: Mapping[str, Any]) -> str:
+    if "dhc" not in record:
+        return ""
+    return (
+        '<p class="note">DHC record: (' + html.escape(", ".join(record["dhc"])) + ") per "
+        "block, single-year age, the record of the Census Bureau's 2010 reconstruction "
+        "experiment. <em>exact_tables</em> is not rebuilt on it (–): P1-P5 publish neither "
+        "sex nor single-year age.</p>"
     )
 
 

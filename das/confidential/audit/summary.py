@@ -3,18 +3,20 @@
 A rate is matched / persons (None where there is no person): overall, for the persons
 unique in their block on the record, and by the block's true size (``bins.SIZE_BINS``);
 each for the record with the GQ type (the source's top level) and without it
-(``without_gq``). ``gq_variability`` says how far the GQ types the exact tables leave free
-can move (``das.confidential.audit.gq``).
+(``without_gq``), and, where the schema has sex and single-year age, on the DHC record
+(``dhc``) for every source but ``exact_tables`` (P1-P5 publish neither). ``gq_variability``
+says how far the GQ types the exact tables leave free can move (``das.confidential.audit.gq``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from das.confidential.audit.blocks import RECORDS, SOURCES
+from das.confidential.audit.blocks import DHC_RECORD, DHC_SOURCES, RECORDS, SOURCES
 from das.confidential.audit.layout import PERSON_ATTRIBUTES
 from das.confidential.bins import SIZE_BINS, size_bins
 
@@ -67,8 +69,11 @@ def _variability(rows: pd.DataFrame) -> dict[str, Any]:
     }
 
 
-def audit_summary(sums: pd.DataFrame, gq_attribute: str) -> dict[str, Any]:
-    """The audit.json document (without the run's facts and timings, which the job adds)."""
+def audit_summary(
+    sums: pd.DataFrame, gq_attribute: str, dhc_record: Sequence[str] = ()
+) -> dict[str, Any]:
+    """The audit.json document (without the run's facts and timings, which the job adds);
+    ``dhc_record``: the DHC record's attributes where it was audited."""
     sources: dict[str, Any] = {}
     for source in SOURCES:
         rows = {r: sums[(sums["source"] == source) & (sums["record"] == r)] for r in RECORDS}
@@ -76,13 +81,14 @@ def audit_summary(sums: pd.DataFrame, gq_attribute: str) -> dict[str, Any]:
             **_breakdown(rows["with_gq"]),
             "without_gq": _breakdown(rows["without_gq"]),
         }
+        if dhc_record and source in DHC_SOURCES:
+            on_dhc = sums[(sums["source"] == source) & (sums["record"] == DHC_RECORD)]
+            sources[source][DHC_RECORD] = _breakdown(on_dhc)
     exact = sums[(sums["source"] == "exact_tables") & (sums["record"] == "with_gq")]
     populated = exact[exact["size_bin"] != _SIZE_ORDER[0]]
+    records = {"with_gq": [gq_attribute, *PERSON_ATTRIBUTES], "without_gq": list(PERSON_ATTRIBUTES)}
     return {
-        "record": {
-            "with_gq": [gq_attribute, *PERSON_ATTRIBUTES],
-            "without_gq": list(PERSON_ATTRIBUTES),
-        },
+        "record": records | ({DHC_RECORD: list(dhc_record)} if dhc_record else {}),
         "persons": int(exact["persons"].sum()),
         "blocks": int(populated["blocks"].sum()),
         "sources": sources,

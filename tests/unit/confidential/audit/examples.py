@@ -7,8 +7,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from das.confidential.audit.blocks import BlockBatch, audit_blocks
-from das.confidential.audit.layout import PERSON_CELLS, record_layout
+from das.confidential.audit.blocks import BlockBatch, DhcBatch, audit_blocks
+from das.confidential.audit.layout import DHC_ATTRIBUTES, PERSON_CELLS, record_layout
 from das.confidential.audit.summary import audit_summary
 from das.spec.schema import load_schema
 from tests.unit.confidential.examples import PL94, cell
@@ -100,21 +100,55 @@ def dhc_cell(sex: int, age: int, hispanic: int, cenrace_code: int) -> int:
 
 
 def dhcp_persons(seed: int, n: int) -> np.ndarray:
-    """(n, 5) DHC-P codes (relgq, sex 1-2, age, hispanic, CENRACE 1-63) drawn at random."""
+    """(n, 5) DHC-P codes (relgq, sex 1-2, age, hispanic, CENRACE 1-63) drawn at random
+    outside the schema's structural zeros."""
     rng = np.random.default_rng(seed)
-    return np.stack(
+    drawn = np.stack(
         [
-            rng.integers(0, 42, n),
-            rng.integers(1, 3, n),
-            rng.integers(0, 116, n),
-            rng.integers(0, 2, n),
-            rng.integers(1, 64, n),
+            rng.integers(0, 42, 4 * n),
+            rng.integers(1, 3, 4 * n),
+            rng.integers(0, 116, 4 * n),
+            rng.integers(0, 2, 4 * n),
+            rng.integers(1, 64, 4 * n),
         ],
         axis=1,
     )
+    allowed = ~DHCP.structural_zero_mask[DHCP.cell_index(drawn - np.array([0, 1, 0, 0, 1]))]
+    return drawn[allowed][:n]
 
 
 def sparse_cells(persons: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """A block's sparse DHC-P histogram, as the protected files hold it: (cells, counts)."""
     codes = persons - np.array([0, 1, 0, 0, 1])
     return np.unique(DHCP.cell_index(codes), return_counts=True)
+
+
+def dhcp_batch(lost: int = 0) -> BlockBatch:
+    """Three DHC-P blocks (40 persons of many GQ types, 12, none), each its own tract, on
+    both records; the protected release ``lost`` persons of the first block's first
+    record; the county's most common records the first person's."""
+    blocks = [dhcp_persons(seed=1, n=40), dhcp_persons(seed=2, n=12)]
+    cells = [sparse_cells(b) for b in blocks]
+    rows = np.concatenate([np.full(c.size, b) for b, (c, _) in enumerate(cells)])
+    flat = (rows, np.concatenate([c for c, _ in cells]), np.concatenate([n for _, n in cells]))
+    assert DHCP_LAYOUT.dhc is not None
+    truth, dhc = DHCP_LAYOUT.dense(*flat, 3), DHCP_LAYOUT.dhc.dense(*flat, 3)
+    first = dhcp_cell(*blocks[0][0])
+    mode, mode_dhc = DHCP_LAYOUT.canonical[first], DHCP_LAYOUT.dhc.cell[first]
+    protected, protected_dhc = truth.copy(), dhc.copy()
+    protected.reshape(3, -1)[0, mode] -= lost
+    protected_dhc[0, mode_dhc] -= lost
+    return BlockBatch(
+        truth=truth,
+        protected=protected,
+        tract=truth.copy(),
+        county_mode=np.full(3, mode),
+        county_mode_person=np.full(3, mode % PERSON_CELLS),
+        dhc=DhcBatch(dhc, protected_dhc, dhc.copy(), np.full(3, mode_dhc)),
+    )
+
+
+def example_dhcp_audit() -> dict[str, Any]:
+    """audit.json's content for ``dhcp_batch(lost=1)``."""
+    rows = audit_blocks(dhcp_batch(lost=1), DHCP_LAYOUT.allowed)
+    return audit_summary(summed(rows), "hhgq_8", DHC_ATTRIBUTES)

@@ -6,7 +6,7 @@ import re
 
 from das.confidential.audit.section import audit_section
 from das.confidential.page import report_page
-from tests.unit.confidential.audit.examples import example_audit
+from tests.unit.confidential.audit.examples import example_audit, example_dhcp_audit
 from tests.unit.confidential.report_examples import demo_run, metrics
 
 
@@ -34,3 +34,19 @@ def test_the_page_has_the_section_only_with_an_audit():
     assert 'id="audit"' not in plain and 'href="#audit"' not in plain
     assert audited.count('id="audit"') == 1 and audited.count('href="#audit"') == 1
     assert audited.count("data:image/png;base64,") == plain.count("data:image/png;base64,") + 1
+
+
+def test_the_dhc_record_s_columns_where_the_audit_has_it():
+    pl94 = audit_section(example_audit())
+    assert "DHC record" not in pl94
+    section = audit_section(example_dhcp_audit())
+    head = re.findall(r"<th>([^<]+)</th>", section)
+    assert head[-2:] == ["match, DHC record (sex, age)", "unique, DHC record (sex, age)"]
+    rows = dict(
+        (r[0], r[1:])
+        for r in re.findall(r"<tr><td>([a-z_]+)</td>" + "<td>([^<]+)</td>" * 7, section)
+    )
+    assert rows["exact_tables"][-2:] == ("–", "–")  # P1-P5 publish neither sex nor age
+    assert rows["protected"][-2] == "98.1%"  # 51 of 52
+    assert rows["baseline_tract"][-2] == "100.0%"
+    assert "<em>exact_tables</em> is not rebuilt on it" in section
