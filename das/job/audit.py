@@ -119,7 +119,8 @@ def run_audit(
     log.info("audit: rebuilding every block's records from each source")
     sums = audit_sums(block_frame(spark, counts, protected, layout), layout, GQ_TIME_LIMIT)
     counts.unpersist()
-    summary = audit_summary(sums, str(config.schema.facility_attribute))
+    dhc = layout.dhc.factors if layout.dhc is not None else ()
+    summary = audit_summary(sums, layout.factors[0], dhc)
     summary["run"] = {"name": config.file.run.name, "rho": str(config.budget.rho)}
     summary["seconds"] = {
         "audit": round(time.perf_counter() - start, 3),
@@ -141,10 +142,12 @@ def render_audit(summary: dict[str, Any], confidential: str) -> str:
     """The lines ``das audit`` prints: each source's match rates, and where the file is."""
     lines = [f"audit of {summary['persons']:,} persons in {summary['blocks']:,} blocks:"]
     for name, source in summary["sources"].items():
+        dhc = source.get("dhc")
         lines.append(
             f"  {name:<22} match {_percent(source['match_rate'])} (without GQ type "
             f"{_percent(source['without_gq']['match_rate'])}); persons unique in their block "
             f"{_percent(source['unique_match_rate'])}"
+            + ("" if dhc is None else f"; DHC record (sex, age) {_percent(dhc['match_rate'])}")
         )
     seconds = summary["seconds"]
     lines.append(

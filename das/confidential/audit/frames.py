@@ -1,12 +1,22 @@
 """The audit on Spark: each block's true, protected and tract histograms side by side, every
 source rebuilt and matched per batch of blocks (``blocks.audit_blocks``), the counts summed
 by source, record and size bin. Only those sums and each county's most common records (one
-small row per county) reach the driver; nothing per person or per block does.
+small row per county and record) reach the driver; nothing per person or per block does.
+
+The histograms travel as sparse (schema cell, count) lists, whatever the schema's size
+(DHC-P: 1,227,744 cells); only a batch's records are dense. A batch is as many blocks as
+keep its dense arrays within ``BATCH_BYTES``, so its size follows the records audited: the
+DHC record (29,232 cells) is 14.5 times the P.L. 94-171 one. Dense batches keep every
+source and the matching the same numpy code on both records (``blocks``); matching the
+DHC record sparsely would bound memory by persons instead, at the price of a second
+implementation of the baselines and the matching.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager
+from functools import partial
 
 import numpy as np
 import pandas as pd
@@ -17,19 +27,30 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
 
-from das.confidential.audit.baselines import most_common
-from das.confidential.audit.blocks import COLUMNS, COUNTS, GQ_COUNTS, BlockBatch, audit_blocks
-from das.confidential.audit.layout import RecordLayout
+from das.confidential.audit.blocks import (
+    COLUMNS,
+    COUNTS,
+    GQ_COUNTS,
+    BlockBatch,
+    DhcBatch,
+    audit_blocks,
+)
+from das.confidential.audit.layout import PERSON_CELLS, RecordLayout
 from das.input.read import block_counts
 from das.input.tables import load_tables, typed
 from das.spec.config import Config
 
-__all__ = ["AREA_LENGTHS", "audit_sums", "block_frame", "true_counts"]
+__all__ = ["AREA_LENGTHS", "audit_sums", "batch_blocks", "block_frame", "true_counts"]
 
 #: GEOID prefix lengths of the baselines' areas: the tract (11) and the county (5).
 AREA_LENGTHS = {"tract": 11, "county": 5}
-#: Blocks per dense batch: (blocks x 2016 cells) int64 arrays of a few MB each.
-BATCH_BLOCKS = 256
+#: Bytes of dense arrays one batch of blocks may hold.
+BATCH_BYTES = 50 * 2**20
+#: int64 arrays of a block's record size alive at once, at most: the true, protected and
+#: tract records, a guess, and the largest-remainder scaling's temporaries.
+ARRAYS_AT_PEAK = 12
+#: The county modes' columns: each record's most common cell.
+_MODES = {"mode": "with_gq", "mode_person": "without_gq", "mode_dhc": "dhc"}
 
 _ROWS = T.StructType(
     [T.StructField(c, T.StringType()) for c in COLUMNS[:3]]
@@ -54,21 +75,64 @@ def _histogram(counts: DataFrame, key: Column, cells: str, values: str) -> DataF
     )
 
 
+def batch_blocks(layout: RecordLayout) -> int:
+    """Blocks per dense batch: ARRAYS_AT_PEAK arrays of every record within BATCH_BYTES
+    (the P.L. 94-171 record alone: 270 blocks; with the DHC record: 17)."""
+    return max(1, BATCH_BYTES // (8 * ARRAYS_AT_PEAK * layout.cells_per_block))
+
+
+_RECODED = T.StructType(
+    [
+        T.StructField("county", T.StringType()),
+        T.StructField("record", T.StringType()),
+        T.StructField("r", T.LongType()),
+        T.StructField("n", T.LongType()),
+    ]
+)
+
+
+def _recode(layout: RecordLayout, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """(county, schema cell, n) rows as (county, record, record cell, n), once per record."""
+    for batch in batches:
+        cells = batch.column("cell").to_numpy(zero_copy_only=False).astype(np.int64)
+        canonical = layout.canonical[cells].astype(np.int64)
+        recoded = {"with_gq": canonical, "without_gq": canonical % PERSON_CELLS}
+        if layout.dhc is not None:
+            recoded["dhc"] = layout.dhc.cell[cells].astype(np.int64)
+        for record, r in recoded.items():
+            yield pa.RecordBatch.from_arrays(
+                [
+                    batch.column("county"),
+                    pa.repeat(pa.scalar(record), len(r)),
+                    pa.array(r),
+                    batch.column("n"),
+                ],
+                names=_RECODED.fieldNames(),
+            )
+
+
 def county_modes(counts: DataFrame, layout: RecordLayout) -> pd.DataFrame:
-    """Each county's most common record with the GQ type (an audit cell) and without it."""
+    """Each county's most common record with the GQ type (an audit cell), without it (a
+    person cell) and, where the layout has it, on the DHC record (ties to the lower cell).
+    Recoded and summed on the executors: the driver gets one row per county and record,
+    not the counties' schema cells (DHC-P: as many as persons)."""
     county = F.substring("geoid", 1, AREA_LENGTHS["county"])
     sums = counts.groupBy(county.alias("county"), "cell").agg(F.sum("count").alias("n"))
-    frame = sums.toPandas()
-    names = sorted(frame["county"].unique())
-    rows = np.searchsorted(names, frame["county"].to_numpy())
-    cells = frame["cell"].to_numpy(dtype=np.int64)
-    dense = layout.dense(rows, cells, frame["n"].to_numpy(dtype=np.int64), len(names))
+    per_cell = (
+        sums.mapInArrow(partial(_recode, layout), _RECODED)
+        .groupBy("county", "record", "r")
+        .agg(F.sum("n").alias("n"))
+    )
+    # the largest (n, -r): the most common cell, the lowest of a tie
+    top = per_cell.groupBy("county", "record").agg(
+        F.max(F.struct("n", (-F.col("r")).alias("low"))).alias("top")
+    )
+    frame = top.select("county", "record", (-F.col("top.low")).alias("mode")).toPandas()
+    modes = frame.pivot(index="county", columns="record", values="mode").sort_index()
+    columns = {c: r for c, r in _MODES.items() if r in modes.columns}
     return pd.DataFrame(
-        {
-            "county": names,
-            "mode": most_common(dense.reshape(len(names), -1)).astype(np.int64),
-            "mode_person": most_common(dense.sum(axis=1)).astype(np.int64),
-        }
+        {"county": modes.index.to_numpy()}
+        | {c: modes[r].to_numpy(dtype=np.int64) for c, r in columns.items()}
     )
 
 
@@ -95,11 +159,11 @@ def block_frame(
         .join(modes, "county", "left")
     )
     no_cells, no_counts = F.array().cast("array<int>"), F.array().cast("array<bigint>")
+    modes_kept = [c for c in _MODES if c != "mode_dhc" or layout.dhc is not None]
     return joined.select(
         *[F.coalesce(f"{p}_cells", no_cells).alias(f"{p}_cells") for p in "tpa"],
         *[F.coalesce(f"{p}_counts", no_counts).alias(f"{p}_counts") for p in "tpa"],
-        F.coalesce("mode", F.lit(0)).cast("long").alias("mode"),
-        F.coalesce("mode_person", F.lit(0)).cast("long").alias("mode_person"),
+        *[F.coalesce(c, F.lit(0)).cast("long").alias(c) for c in modes_kept],
     )
 
 
@@ -107,43 +171,70 @@ def audit_sums(blocks: DataFrame, layout: RecordLayout, time_limit: float) -> pd
     """Every source on every block (on the executors), summed by (source, record,
     size_bin); the GQ step's largest distance and bound also as maxima (``*_max``)."""
     arrow = to_arrow_schema(_ROWS)
+    size = batch_blocks(layout)
 
     def audit(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
-            for start in range(0, batch.num_rows, BATCH_BLOCKS):
+            for start in range(0, batch.num_rows, size):
                 rows = audit_blocks(
-                    _dense(batch.slice(start, BATCH_BLOCKS), layout), layout.allowed, time_limit
+                    _dense(batch.slice(start, size), layout), layout.allowed, time_limit
                 )
                 yield pa.RecordBatch.from_pandas(rows, schema=arrow, preserve_index=False)
 
     summed = [F.sum(c).alias(c) for c in (*COUNTS, *GQ_COUNTS)]
     maxima = [F.max(c).alias(f"{c}_max") for c in ("gq_distance", "gq_bound")]
-    return (
-        blocks.mapInArrow(audit, _ROWS)
-        .groupBy("source", "record", "size_bin")
-        .agg(*summed, *maxima)
-        .toPandas()
-    )
+    with _arrow_batches(blocks.sparkSession, size):
+        return (
+            blocks.mapInArrow(audit, _ROWS)
+            .groupBy("source", "record", "size_bin")
+            .agg(*summed, *maxima)
+            .toPandas()
+        )
+
+
+@contextmanager
+def _arrow_batches(spark: SparkSession, rows: int) -> Iterator[None]:
+    """Arrow batches of ``rows`` blocks into the audit's tasks while it runs: a block's row
+    carries its tract's whole histogram, thousands of cells in a DHC-P tract, so Spark's
+    10,000 rows per batch would be hundreds of MB before any dense array."""
+    key = "spark.sql.execution.arrow.maxRecordsPerBatch"
+    before = spark.conf.get(key)
+    spark.conf.set(key, str(rows))
+    try:
+        yield
+    finally:
+        if before is None:
+            spark.conf.unset(key)
+        else:
+            spark.conf.set(key, before)
 
 
 def _dense(batch: pa.RecordBatch, layout: RecordLayout) -> BlockBatch:
     n = batch.num_rows
-
-    def histogram(prefix: str) -> np.ndarray:
-        cells = batch.column(f"{prefix}_cells")
-        lengths = pc.list_value_length(cells).to_numpy(zero_copy_only=False)
-        rows = np.repeat(np.arange(n), lengths)
-        flat_cells = pc.list_flatten(cells).to_numpy(zero_copy_only=False).astype(np.int64)
-        counts = pc.list_flatten(batch.column(f"{prefix}_counts")).to_numpy(zero_copy_only=False)
-        return layout.dense(rows, flat_cells, counts.astype(np.int64), n)
+    sparse = {prefix: _flat(batch, prefix) for prefix in "tpa"}
 
     def column(name: str) -> np.ndarray:
         return batch.column(name).to_numpy(zero_copy_only=False).astype(np.int64)
 
+    dhc = None
+    if layout.dhc is not None:
+        on_dhc = {p: layout.dhc.dense(*flat, n) for p, flat in sparse.items()}
+        dhc = DhcBatch(on_dhc["t"], on_dhc["p"], on_dhc["a"], column("mode_dhc"))
     return BlockBatch(
-        truth=histogram("t"),
-        protected=histogram("p"),
-        tract=histogram("a"),
+        truth=layout.dense(*sparse["t"], n),
+        protected=layout.dense(*sparse["p"], n),
+        tract=layout.dense(*sparse["a"], n),
         county_mode=column("mode"),
         county_mode_person=column("mode_person"),
+        dhc=dhc,
     )
+
+
+def _flat(batch: pa.RecordBatch, prefix: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(block row, schema cell, count) of every entry of the batch's ``prefix`` lists."""
+    cells = batch.column(f"{prefix}_cells")
+    lengths = pc.list_value_length(cells).to_numpy(zero_copy_only=False)
+    rows = np.repeat(np.arange(batch.num_rows), lengths)
+    flat_cells = pc.list_flatten(cells).to_numpy(zero_copy_only=False).astype(np.int64)
+    counts = pc.list_flatten(batch.column(f"{prefix}_counts")).to_numpy(zero_copy_only=False)
+    return rows, flat_cells, counts.astype(np.int64)

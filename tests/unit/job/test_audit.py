@@ -102,3 +102,16 @@ def test_render_names_each_source_and_the_times():
         "their block n/a\n"
         "12 s (the job: 100 s); written to /c/audit.json and report.html"
     )
+
+
+def test_render_adds_the_dhc_record_where_a_source_has_it():
+    view = {"match_rate": 0.5, "unique_match_rate": 0.25, "without_gq": {"match_rate": 1.0}}
+    summary = {
+        "persons": 10,
+        "blocks": 2,
+        "sources": {"exact_tables": view, "protected": view | {"dhc": {"match_rate": 0.125}}},
+        "seconds": {"audit": 1.0, "job": 2.0},
+    }
+    lines = render_audit(summary, "/c").splitlines()
+    assert lines[1].endswith("persons unique in their block 25.0%")  # no DHC record: none
+    assert lines[2].endswith("persons unique in their block 25.0%; DHC record (sex, age) 12.5%")
