@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from das.errors import UserError
@@ -14,16 +15,22 @@ from das.job.record import FINGERPRINT_JSON, RUN_JSON, config_text, input_finger
 from das.spec.config import load_config
 from tests.conftest import ROOT
 from tests.helpers import tiny_input, write_input
+from tests.unit.input.dhcp_input import tiny_dhcp_input
 
 DEMO = ROOT / "configs" / "demo.toml"
 H1 = ROOT / "configs" / "h1_2020_production.toml"
+DHCP = ROOT / "configs" / "dhcp_production.toml"
 
 
-def _finished_run(tmp_path: Path, config_path: Path = DEMO) -> tuple[Path, Path, Path]:
+def _finished_run(
+    tmp_path: Path,
+    config_path: Path = DEMO,
+    tables: tuple[pd.DataFrame, pd.DataFrame] | None = None,
+) -> tuple[Path, Path, Path]:
     """An input, and a run's output and confidential directories as a finished run leaves
     the files the audit checks (run.json, certificate.json, the input's fingerprint)."""
     config = load_config(config_path)
-    input_dir = write_input(tmp_path / "input", *tiny_input())
+    input_dir = write_input(tmp_path / "input", *(tables or tiny_input()))
     output, secret = tmp_path / "out", tmp_path / "out-confidential"
     output.mkdir()
     secret.mkdir()
@@ -86,6 +93,13 @@ def test_a_schema_without_the_record_is_refused(tmp_path):
     input_dir, output, _ = _finished_run(tmp_path, H1)
     with pytest.raises(UserError, match="das audit: schema 'h1_units' has attributes occupancy"):
         check_audit(audit_paths(str(input_dir), str(output), None))
+
+
+def test_a_dhcp_run_passes(tmp_path):
+    """DHC-P has the P.L. 94-171 record through its recodes, and the DHC record."""
+    input_dir, output, _ = _finished_run(tmp_path, DHCP, tiny_dhcp_input())
+    config = check_audit(audit_paths(str(input_dir), str(output), None))
+    assert config is not None and config.schema.name == "dhcp_persons"
 
 
 def test_render_names_each_source_and_the_times():
