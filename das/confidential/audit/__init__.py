@@ -2,7 +2,9 @@
 attacker rebuilds from a release, beside guesses that need no release at all.
 
 The record is (block, voting age, Hispanic origin, CENRACE) and, where the release
-publishes it, the GQ type. Sources: ``exact_tables`` (the P.L. 94-171 tables P1-P5 that a
+publishes it, the GQ type; where the schema has sex and single-year age (DHC-P), also the
+DHC record (block, sex, age, Hispanic origin, CENRACE), for every source but the exact
+tables, which publish neither. Sources: ``exact_tables`` (the P.L. 94-171 tables P1-P5 that a
 release without disclosure avoidance would publish for every block, reconstructed by
 arithmetic and, for the GQ type, an integer program), ``protected`` (the run's protected
 block histograms, as the MDF publishes them) and two baselines (the block's tract scaled
@@ -10,7 +12,7 @@ to its size; the county's most common record). Each is matched one-to-one agains
 confidential records of its block. Confidential: it reads the input, and its figures are
 facts about it.
 
-- ``layout``     the record's cells in the schema's, and dense per-block arrays
+- ``layout``     the records as recodes of the schema's cells, and dense per-block arrays
 - ``tables``     P1-P5 of a block, and the (voting age, Hispanic, race) table they determine
 - ``gq``         the GQ types: a consistent record set (HiGHS) and its solution variability
 - ``baselines``  guesses without a release: largest-remainder scaling, the most common record
