@@ -15,7 +15,7 @@ facts about it.
 - ``layout``     the records as recodes of the schema's cells, and dense per-block arrays
 - ``tables``     P1-P5 of a block, and the (voting age, Hispanic, race) table they determine
 - ``gq``         the GQ types: a consistent record set (HiGHS) and its solution variability
-- ``baselines``  guesses without a release: largest-remainder scaling, the most common record
+- ``baselines``  guesses without a release: largest-remainder scaling, a record given to all
 - ``match``      one-to-one matching in a block; persons unique in their block
 - ``blocks``     every source on a batch of blocks (pure numpy)
 - ``frames``     the Spark side: the blocks' arrays joined, audited, summed by size bin

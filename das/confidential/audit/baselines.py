@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["largest_remainder", "most_common", "repeated"]
+__all__ = ["largest_remainder", "repeated"]
 
 
 def largest_remainder(weights: np.ndarray, sizes: np.ndarray) -> np.ndarray:
@@ -30,11 +30,6 @@ def largest_remainder(weights: np.ndarray, sizes: np.ndarray) -> np.ndarray:
     rank = np.empty_like(order)
     np.put_along_axis(rank, order, np.arange(weights.shape[1])[None, :], axis=1)
     return whole + (rank < short[:, None]).astype(np.int64)
-
-
-def most_common(histograms: np.ndarray) -> np.ndarray:
-    """The most common cell of each row (ties to the lower cell)."""
-    return np.argmax(np.asarray(histograms), axis=1)
 
 
 def repeated(cells: np.ndarray, sizes: np.ndarray, n_cells: int) -> np.ndarray:
