@@ -1,5 +1,6 @@
 """The integer rounding (``das.solve.rounding``): the optimum of the reference MILP,
-within the accepted gap of it, the wide fallback, and the sub-MIP kept on large parents."""
+within the accepted gap of it, the wide fallback, the sub-MIP kept on large parents and
+the network rounding on large ones holding an agreement."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import dataclasses
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 
 from das.solve import rounding
 from das.solve.compact import compact, layout, spread_counts
@@ -140,3 +142,47 @@ def test_constraint_rows_are_the_dense_constraints(seed, wide):
     assert not program.matrix[: len(dense), inc.var.size :].count_nonzero()  # no auxiliaries
     np.testing.assert_allclose(program.row_lower[: len(dense)], low, atol=1e-9)
     np.testing.assert_allclose(program.row_upper[: len(dense)], high, atol=1e-9)
+
+
+def test_a_large_pass_holding_an_agreement_takes_the_network_rounding(monkeypatch):
+    """A pass holding rows that refine the facility groups (as an agreement does) has a
+    network matrix without the objective's rows: the network rounding's vertex is integral,
+    meets every constraint, and its reported objective and gap are the true ones."""
+    monkeypatch.setattr(rounding, "FULL_MIP_MAX_INCREMENTS", 0)
+    monkeypatch.setattr(rounding, "NETWORK_HELD_ROWS", 0)
+    matrix = persons_schema().query("hhgq*votingage*hispanic").matrix
+    taken = 0
+    for seed in (12, 15, 20):  # their LPs are fractional
+        instance = small(seed, n_children=8, mean_size=60.0)
+        held = FixedQuery("agree_on", matrix, (matrix @ instance.truth.T).T)
+        problem = dataclasses.replace(instance.problem, fixed=(held,))
+        solution = solve_parent(problem, mip_gap=1e-9)
+        assert check_solution(problem, solution.counts) == []
+        _, optimum = round_reference(problem, solution.x_l2)
+        assert solution.rounding_objective >= optimum - 1e-6
+        assert rounding_objective(problem, solution.counts, solution.x_l2) == pytest.approx(
+            solution.rounding_objective, abs=1e-6
+        )
+        if solution.rounding_status == "Network rounding kept (large problem)":
+            gap = solution.stats.mip_gap
+            assert 0 <= gap < 1
+            assert solution.rounding_objective <= optimum / (1 - gap) + 1e-6
+            taken += 1
+    assert taken == 3
+
+
+def test_the_network_rounding_declines_a_fractional_vertex():
+    """Rows that cross (an odd cycle: x1 + x2 = x2 + x3 = x1 + x3 = 1) have only a
+    fractional vertex: the network rounding gives it up to the sub-MIP."""
+    cycle = sp.csc_matrix(np.array([[1.0, 1.0, 0.0], [0.0, 1.0, 1.0], [1.0, 0.0, 1.0]]))
+    program = rounding.LinearProgram(
+        cost=np.zeros(3),
+        lower=np.zeros(3),
+        upper=np.ones(3),
+        matrix=cycle,
+        row_lower=np.ones(3),
+        row_upper=np.ones(3),
+        integer=np.ones(3, bool),
+    )
+    relaxed = rounding.HighsResult("Optimal", np.full(3, 0.5), 0.0, True, 0.0)
+    assert rounding._network(program, relaxed, 3, np.zeros(3), np.ones(3)) is None
