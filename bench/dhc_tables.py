@@ -87,13 +87,17 @@ def show(result: dict[str, Any]) -> None:
         headers = ["seed", "block x P.L. cells compared", "differ", "blocks differ"]
         print_table(headers, rows, "\nAgreement with the P.L. 94-171 run (agree_with)")
     for goal in result["goals"]:
-        where = "" if goal["applies"] else f" (stated on {', '.join(goal['inputs'])}: indicative)"
-        if goal["measured"] is None:
-            print(f"goal: {goal['goal']}: not measured{where}")
-            continue
-        verdict = "met" if goal["met"] else "MISSED"
-        value, limit = goal["measured"], goal["limit"]
-        print(f"goal: {goal['goal']}: {value:.4g} (limit {limit:g}), {verdict}{where}")
+        print(f"goal: {goal_text(goal)}")
+
+
+def goal_text(goal: dict[str, Any]) -> str:
+    """A goal as judged (bench.bench_dhc.goal_rows): measured, limit, met, and whether the
+    run's input is one the goal is stated on (if not, the verdict is indicative only)."""
+    where = "" if goal["applies"] else f" (stated on {', '.join(goal['inputs'])}: indicative)"
+    if goal["measured"] is None:
+        return f"{goal['goal']}: not measured{where}"
+    verdict = "met" if goal["met"] else "MISSED"
+    return f"{goal['goal']}: {goal['measured']:.4g} (limit {goal['limit']:g}), {verdict}{where}"
 
 
 def phase_table(per_seed: Sequence[dict[str, Any]]) -> list[list[object]]:
@@ -103,23 +107,38 @@ def phase_table(per_seed: Sequence[dict[str, Any]]) -> list[list[object]]:
     return [[p, *(s.get("dhc", {}).get("phases_s", {}).get(p) for s in per_seed)] for p in phases]
 
 
-def accuracy_tables(done: Sequence[dict[str, Any]]) -> None:
-    levels = [lv for lv in SHOWN if lv in done[0]["accuracy"]["figures"][figures.FIGURES[0].label]]
-    rows = []
-    for f in figures.FIGURES:
-        values = [
-            spread_text([s["accuracy"]["figures"][f.label][lv] for s in done]) for lv in levels
-        ]
-        census = ", ".join(f"{lv} {v}" for lv, v in f.census.items()) or None
-        rows.append([f.label, f.query + ("" if f.cells is None else " (part)"), *values, census])
-    headers = ["figure", "query", *levels, "Census (2010, DHC settings)"]
-    seeds = ", ".join(str(s["seed"]) for s in done)
-    print_table(headers, rows, f"\nMAE per cell of the protected output (seeds {seeds})")
-    cells = []
+def figure_rows(done: Sequence[dict[str, Any]]) -> tuple[list[str], list[list[object]]]:
+    """The MAE per cell of each figure the runs hold, by level (mean [min, max] over
+    ``done``, the seeds with figures), beside the Census's published figures for it: the
+    figures are the results' (a file of other FIGURES still shows), their query and the
+    Census's figures FIGURES' of the same label."""
+    held = done[0]["accuracy"]["figures"]
+    levels = [lv for lv in SHOWN if lv in next(iter(held.values()))]
+    known = {f.label: f for f in figures.FIGURES}
+    rows: list[list[object]] = []
+    for label in held:
+        values = [spread_text([s["accuracy"]["figures"][label][lv] for s in done]) for lv in levels]
+        f = known.get(label)
+        query = None if f is None else f.query + ("" if f.cells is None else " (part)")
+        census = None if f is None else ", ".join(f"{lv} {v}" for lv, v in f.census.items())
+        rows.append([label, query, *values, census or None])
+    return ["figure", "query", *levels, "Census (2010, DHC settings)"], rows
+
+
+def census_cell_rows(done: Sequence[dict[str, Any]]) -> tuple[list[str], list[list[object]]]:
+    """The Census's cells (bench.dhc_figures.CENSUS_CELLS, as the results hold them) beside
+    ours, mean [min, max] over ``done``."""
+    cells: list[list[object]] = []
     for i, row in enumerate(done[0]["accuracy"]["census_cells"]):
         ours = spread_text([s["accuracy"]["census_cells"][i]["mae"] for s in done])
         cells.append([row["level"], row["figure"], ours, row["census"]])
-    print_table(["level", "cells", "ours", "Census"], cells, "\nBeside the Census's, cell by cell")
+    return ["level", "cells", "ours", "Census"], cells
+
+
+def accuracy_tables(done: Sequence[dict[str, Any]]) -> None:
+    seeds = ", ".join(str(s["seed"]) for s in done)
+    print_table(*figure_rows(done), f"\nMAE per cell of the protected output (seeds {seeds})")
+    print_table(*census_cell_rows(done), "\nBeside the Census's, cell by cell")
     checks = [s["accuracy"]["metrics_check"] for s in done]
     worst = max((c["max_abs_difference"] or 0.0) for c in checks)
     print(
