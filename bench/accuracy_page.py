@@ -16,6 +16,8 @@ import pandas as pd
 from bench.accuracy_runs import BLUE, NOISY, OVERRIDES, VARIANTS
 from bench.accuracy_tables import BIAS_LEVEL, Goal, bin_order, mean_mae
 from bench.bench_coverage import seed_list
+from bench.dhc_tables import GIB, census_cell_rows, figure_rows, goal_text, spread_text
+from bench.harness import format_cell
 from das.confidential.markup import number
 from das.input.describe import markdown_table
 
@@ -252,6 +254,9 @@ def document(
         "## The occupancy product (H1)",
         "",
         *h1_section(tables.get("h1")),
+        "## The DHC persons product (DHC-P)",
+        "",
+        *dhc_section(tables.get("dhc")),
         "## Cost of the estimate pass",
         "",
         *cost_lines(tables["cost"]),
@@ -342,6 +347,111 @@ def h1_section(h1: Mapping[str, Any] | None) -> list[str]:
         markdown_table(headers, [list(map(str, row.values())) for row in h1["table"]]),
         "",
     ]
+
+
+def dhc_section(dhc: Mapping[str, Any] | None) -> list[str]:
+    """``bench/results/dhc.json`` (``make bench-dhc``, not rerun here): where its figures
+    come from, the MAE per cell of the figures users read and the Census's cells beside
+    ours (bench.dhc_tables' printed tables, as Markdown), the goals and the runs' cost."""
+    if dhc is None:
+        return ["`bench/results/dhc.json` is missing: run `make bench-dhc`.", ""]
+    done = [s for s in dhc["per_seed"] if "accuracy" in s]
+    lines = [*dhc_provenance(dhc, done), ""]
+    if done:
+        seeds = ", ".join(str(s["seed"]) for s in done)
+        over = f"mean [min, max] over seeds {seeds}" if len(done) > 1 else f"seed {seeds}"
+        lines += [
+            f"MAE per cell of the protected output against the input, by level ({over}), "
+            "beside the Census Bureau's published figures for the same cells (2010 data at "
+            "the DHC production settings, national). `(part)`: the figure pools some of the "
+            "query's cells.",
+            "",
+            _markdown(*figure_rows(done)),
+            "",
+            "The Census's figures cell by cell (or by sex), beside ours at their level:",
+            "",
+            _markdown(*census_cell_rows(done)),
+            "",
+        ]
+    else:
+        lines += ["No run finished: no figures.", ""]
+    lines += [
+        "Goals (`bench/goals.py`'s DHC), as `make bench-dhc` judged them:",
+        "",
+        *(f"- {goal_text(g)}." for g in dhc.get("goals", [])),
+        "",
+        dhc_cost(dhc["per_seed"]),
+        "",
+    ]
+    return lines
+
+
+def dhc_provenance(dhc: Mapping[str, Any], done: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The command, commit, time, seeds and input of the results, whether the DHC-P runs
+    agreed with P.L. 94-171 runs, and, where the goals are stated on other inputs, that
+    the figures are indicative only."""
+    commit = (dhc.get("git_commit") or "unknown")[:7]
+    dirty = " with uncommitted changes" if dhc.get("dirty") else ""
+    persons = "" if dhc.get("persons") is None else f", {dhc['persons']:,} persons"
+    seeds = ", ".join(map(str, dhc["seeds"]))
+    finished = "" if len(done) == len(dhc["seeds"]) else f" ({len(done)} finished)"
+    agree = (
+        "each agreeing with a P.L. 94-171 run of the same input and seed "
+        "(`postprocess.agree_with`), as the 2020 DHC-P agreed with the P.L. 94-171 microdata"
+        if dhc.get("agree")
+        else "not agreeing with a P.L. 94-171 run (`make bench-dhc AGREE=1` runs one)"
+    )
+    stated = sorted({i for g in dhc.get("goals", []) if not g["applies"] for i in g["inputs"]})
+    where = (
+        f"Some of the issue's goals are stated on {', '.join(f'`{i}`' for i in stated)} "
+        f"(marked below), not on `{dhc['input']}`: figures from this input are indicative only."
+        if stated
+        else f"Every goal below is stated on this input, `{dhc['input']}`."
+    )
+    return [
+        f"From `bench/results/dhc.json` (`make bench-dhc`: `{dhc['command']}`, commit "
+        f"`{commit}`{dirty}, {dhc['timestamp']}): `{dhc['config']}` on the input "
+        f"`{dhc['input']}`{persons}, seeds {seeds}{finished}, {agree}. {where}",
+    ]
+
+
+def dhc_cost(per_seed: Sequence[Mapping[str, Any]]) -> str:
+    """One line: wall seconds and peak memory of the runs, and the agreement's differing
+    cells where measured."""
+
+    def spread(values: Sequence[float], unit: str) -> str:
+        return f"{format_cell(spread_text(values))} {unit}" if values else "not measured"
+
+    runs = [s["dhc"] for s in per_seed if "wall_s" in s.get("dhc", {})]
+    walls = [r["wall_s"] for r in runs]
+    peaks = [r["peak_rss_bytes"]["all"] / GIB for r in runs if "peak_rss_bytes" in r]
+    pl94 = [s["pl94"]["wall_s"] for s in per_seed if "wall_s" in s.get("pl94", {})]
+    resumed = any(r.get("resumed") for r in runs)
+    line = (
+        f"Cost: wall per DHC-P run {spread(walls, 's')}"
+        + (" (a resumed run's: of its last part only)" if resumed else "")
+        + f", peak memory {spread(peaks, 'GiB')} (the sum of the resident memory of its "
+        "processes: driver, JVM, Python workers)"
+    )
+    line += f"; the P.L. 94-171 run before it {spread(pl94, 's')}" if pl94 else ""
+    agreed = [s["agreement"] for s in per_seed if "agreement" in s]
+    if agreed:
+        differ = sum(a["cells_differ"] for a in agreed)
+        compared = sum(a["cells_compared"] for a in agreed)
+        blocks = sum(a["blocks_differ"] for a in agreed)
+        line += (
+            f". Agreement: {differ:,} of {compared:,} block x P.L. 94-171 cells differ from "
+            f"the P.L. 94-171 run (summed over {len(agreed)} seeds; blocks with a difference: "
+            f"{blocks:,})"
+        )
+    return line + "."
+
+
+def _markdown(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
+    """A printed table of bench.dhc_tables as Markdown: cells as printed, the queries'
+    ``*`` escaped."""
+    cells = [[format_cell(v).replace("*", "\\*") for v in row] for row in rows]
+    return markdown_table(list(headers), cells)
 
 
 # ---- plots --------------------------------------------------------------------------------

@@ -1,5 +1,5 @@
-"""docs/accuracy.md from the results files alone: ``accuracy.json`` (with ``coverage.json``
-and ``h1.json`` beside it) holds every table the page shows, so the page is a function of
+"""docs/accuracy.md from the results files alone: ``accuracy.json`` (with ``coverage.json``,
+``h1.json`` and ``dhc.json`` beside it) holds every table the page shows, so the page is a function of
 the committed results and can be made again without the runs.
 
     python -m bench.accuracy_results [--results bench/results] [--docs docs] [--plots]
@@ -47,6 +47,7 @@ def tables_from_results(
     data: Mapping[str, Any],
     coverage: Mapping[str, Any] | None,
     h1: Mapping[str, Any] | None,
+    dhc: Mapping[str, Any] | None,
 ) -> dict[str, Any]:
     """The page's tables from the results files, the goals judged again."""
     levels_order = level_order(data)
@@ -59,6 +60,7 @@ def tables_from_results(
     rows = None if coverage is None else tables.coverage_rows(coverage, levels_order)
     return {
         "h1": h1,
+        "dhc": dhc,
         "levels": levels,
         "diversity": bias["diversity_bin"],
         "size": bias["size_bin"],
@@ -74,9 +76,12 @@ def tables_from_results(
 
 
 def page(
-    data: Mapping[str, Any], coverage: Mapping[str, Any] | None, h1: Mapping[str, Any] | None
+    data: Mapping[str, Any],
+    coverage: Mapping[str, Any] | None,
+    h1: Mapping[str, Any] | None,
+    dhc: Mapping[str, Any] | None,
 ) -> str:
-    """docs/accuracy.md's text from the three results files' contents."""
+    """docs/accuracy.md's text from the four results files' contents."""
     info = {
         **{k: data[k] for k in ("config_file", "config_name", "rho", "input_persons", "seeds")},
         "variants": list(data["variants"]),
@@ -84,7 +89,7 @@ def page(
     provenance = {
         k: data.get(k) for k in ("command", "git_commit", "dirty", "timestamp", "input", "name")
     }
-    return document(tables_from_results(data, coverage, h1), info, provenance, IMAGES)
+    return document(tables_from_results(data, coverage, h1, dhc), info, provenance, IMAGES)
 
 
 def _optional(path: Path) -> dict[str, Any] | None:
@@ -94,13 +99,14 @@ def _optional(path: Path) -> dict[str, Any] | None:
 def page_from_folder(results: Path) -> str:
     """docs/accuracy.md's text from the results files in ``results``."""
     data = json.loads((results / f"{NAME}.json").read_text())
-    return page(data, _optional(results / "coverage.json"), _optional(results / "h1.json"))
+    optional = {name: _optional(results / f"{name}.json") for name in ("coverage", "h1", "dhc")}
+    return page(data, optional["coverage"], optional["h1"], optional["dhc"])
 
 
 def plots_from_folder(results: Path, docs: Path) -> None:
     """The page's two plots from ``accuracy.json`` in ``results``."""
     data = json.loads((results / f"{NAME}.json").read_text())
-    found = tables_from_results(data, None, None)
+    found = tables_from_results(data, None, None, None)
     plot_levels(found["levels"], level_order(data), docs / IMAGES["levels"])
     plot_bias(found["diversity"], found["size"], docs / IMAGES["bias"])
 

@@ -18,8 +18,8 @@ estimate of each total beside the ratio goal (bench.total_bound, on the first se
 default run); and the estimate pass's cost from the certificates.
 
 Writes ``accuracy.json`` into --results, then the page (``bench.accuracy_results``, from
-that file, with the ``coverage.json`` and ``h1.json`` beside it, not rerun) and its plots
-into --docs. Into the repository's (the defaults) only with every variant present.
+that file, with the ``coverage.json``, ``h1.json`` and ``dhc.json`` beside it, not rerun)
+and its plots into --docs. Into the repository's (the defaults) only with every variant present.
 """
 
 from __future__ import annotations
