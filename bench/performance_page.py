@@ -198,6 +198,7 @@ SECTIONS: Sequence[tuple[str, str, str, Callable[[Mapping[str, Any]], list[str]]
     ("coverage", "Coverage of the estimates' intervals", "make bench-coverage",
      pointer_section("coverage")),
     ("h1", "The occupancy product's accuracy", "make bench-h1", pointer_section("h1")),
+    ("dhc", "The DHC persons product", "make bench-dhc", pointer_section("dhc")),
 )  # fmt: skip
 
 
