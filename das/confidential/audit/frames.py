@@ -15,7 +15,6 @@ implementation of the baselines and the matching.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import contextmanager
 from functools import partial
 
 import numpy as np
@@ -38,7 +37,10 @@ from das.confidential.audit.blocks import (
 from das.confidential.audit.layout import PERSON_CELLS, RecordLayout
 from das.input.read import block_counts
 from das.input.tables import load_tables, typed
+from das.spark.session import setting
 from das.spec.config import Config
+
+ARROW_BATCH = "spark.sql.execution.arrow.maxRecordsPerBatch"
 
 __all__ = ["AREA_LENGTHS", "audit_sums", "batch_blocks", "block_frame", "true_counts"]
 
@@ -183,30 +185,16 @@ def audit_sums(blocks: DataFrame, layout: RecordLayout, time_limit: float) -> pd
 
     summed = [F.sum(c).alias(c) for c in (*COUNTS, *GQ_COUNTS)]
     maxima = [F.max(c).alias(f"{c}_max") for c in ("gq_distance", "gq_bound")]
-    with _arrow_batches(blocks.sparkSession, size):
+    # Arrow batches of as many blocks as a batch of the audit: a block's row carries its
+    # tract's whole histogram, thousands of cells in a DHC-P tract, so Spark's 10,000 rows
+    # per batch would be hundreds of MB before any dense array
+    with setting(blocks.sparkSession, ARROW_BATCH, str(size)):
         return (
             blocks.mapInArrow(audit, _ROWS)
             .groupBy("source", "record", "size_bin")
             .agg(*summed, *maxima)
             .toPandas()
         )
-
-
-@contextmanager
-def _arrow_batches(spark: SparkSession, rows: int) -> Iterator[None]:
-    """Arrow batches of ``rows`` blocks into the audit's tasks while it runs: a block's row
-    carries its tract's whole histogram, thousands of cells in a DHC-P tract, so Spark's
-    10,000 rows per batch would be hundreds of MB before any dense array."""
-    key = "spark.sql.execution.arrow.maxRecordsPerBatch"
-    before = spark.conf.get(key)
-    spark.conf.set(key, str(rows))
-    try:
-        yield
-    finally:
-        if before is None:
-            spark.conf.unset(key)
-        else:
-            spark.conf.set(key, before)
 
 
 def _dense(batch: pa.RecordBatch, layout: RecordLayout) -> BlockBatch:
