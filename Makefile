@@ -186,7 +186,7 @@ bench-h1: install
 ## DHC attributes, 1.05M persons) or synthetic (one county of PERSONS, default 100000). Inputs
 ## and runs kept in $(OUT)/dhc (a finished run is reused); writes bench/results/dhc.json.
 ## Cost on 2 cores: the 100,000-person county about 4 minutes a seed with AGREE=1; RI has not
-## been run to the end (its largest county's family alone is estimated at over an hour).
+## been run to the end (its largest county's family did not finish in 30 minutes).
 DHC_INPUT ?= ri
 AGREE ?= 1
 DHC_PERSONS = $(if $(filter file,$(origin PERSONS)),100000,$(PERSONS))
