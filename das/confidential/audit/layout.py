@@ -76,27 +76,36 @@ class RecordLayout:
     """Where each schema cell goes in the audit's order (GQ type x PERSON_ATTRIBUTES), and
     on the DHC record where the schema has it."""
 
-    #: Levels of the GQ type: 8 for P.L. 94-171 (household and the 7 GQ major types).
-    gq_types: int
-    #: The audit's cell (gq * PERSON_CELLS + person cell) of each schema cell.
-    canonical: np.ndarray
+    #: The P.L. 94-171 record: the GQ type's factor (``hhgq``, ``hhgq_8``), then
+    #: PERSON_ATTRIBUTES; its cell is gq * PERSON_CELLS + person cell.
+    pl94: Record
     #: (gq_types, PERSON_CELLS): True where the schema allows a record (no structural zero).
     allowed: np.ndarray
-    #: The record's factors: the GQ type's (``hhgq``, ``hhgq_8``), then PERSON_ATTRIBUTES.
-    factors: tuple[str, ...]
     #: The DHC record (sex, age, Hispanic, CENRACE); None where the schema lacks one.
     dhc: Record | None = None
 
     @property
+    def gq_types(self) -> int:
+        """Levels of the GQ type: 8 for P.L. 94-171 (household and the 7 GQ major types)."""
+        return self.pl94.shape[0]
+
+    @property
+    def canonical(self) -> np.ndarray:
+        """The audit's cell of each schema cell."""
+        return self.pl94.cell
+
+    @property
+    def factors(self) -> tuple[str, ...]:
+        return self.pl94.factors
+
+    @property
     def cells(self) -> int:
-        return self.gq_types * PERSON_CELLS
+        return self.pl94.cells
 
     def dense(self, rows: np.ndarray, cells: np.ndarray, counts: np.ndarray, n: int) -> np.ndarray:
         """(n, gq_types, PERSON_CELLS) int64 histograms from flat (block row, schema cell,
         count) arrays, e.g. a batch's list columns flattened."""
-        out = np.zeros((n, self.cells), dtype=np.int64)
-        np.add.at(out, (rows, self.canonical[cells]), counts)
-        return out.reshape(n, self.gq_types, PERSON_CELLS)
+        return self.pl94.dense(rows, cells, counts, n).reshape(n, self.gq_types, PERSON_CELLS)
 
     @property
     def cells_per_block(self) -> int:
@@ -119,13 +128,7 @@ def record_layout(schema: Schema) -> RecordLayout:
         raise UserError(_refusal(schema, dhc is not None))
     allowed = np.zeros(pl94.cells, dtype=bool)
     allowed[pl94.cell[~schema.structural_zero_mask]] = True
-    return RecordLayout(
-        gq_types=pl94.shape[0],
-        canonical=pl94.cell,
-        allowed=allowed.reshape(pl94.shape[0], PERSON_CELLS),
-        factors=pl94.factors,
-        dhc=dhc,
-    )
+    return RecordLayout(pl94, allowed.reshape(pl94.shape[0], PERSON_CELLS), dhc)
 
 
 def _refusal(schema: Schema, has_dhc: bool) -> str:
