@@ -14,6 +14,7 @@ from das.confidential.audit.summary import AUDIT_JSON
 from das.job.audit import run_audit
 from das.job.cli import main
 from das.spec.schema import load_schema
+from tests.helpers import matched_records
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 RECORD = ["hhgq", "votingage", "hispanic", "cenrace"]
@@ -54,16 +55,6 @@ def _protected_records(root) -> pd.DataFrame:
     return frame.loc[frame.index.repeat(flat["counts"].to_numpy(dtype=np.int64))]
 
 
-def _matched(truth: pd.DataFrame, rebuilt: pd.DataFrame, keys: list[str]) -> tuple[int, int]:
-    """(persons matched, unique persons matched), one to one within the block."""
-    t = truth.groupby(["geoid", *keys]).size().rename("t")
-    r = rebuilt.groupby(["geoid", *keys]).size().rename("r")
-    both = pd.concat([t, r], axis=1).fillna(0)
-    return int(np.minimum(both["t"], both["r"]).sum()), int(
-        ((both["t"] == 1) & (both["r"] >= 1)).sum()
-    )
-
-
 def test_the_protected_match_rate_is_the_count_made_here(audited):
     root, summary = audited
     truth, protected = _true_records(root), _protected_records(root)
@@ -71,7 +62,7 @@ def test_the_protected_match_rate_is_the_count_made_here(audited):
         (RECORD, summary["sources"]["protected"]),
         (RECORD[1:], summary["sources"]["protected"]["without_gq"]),
     ):
-        matched, unique_matched = _matched(truth, protected, keys)
+        matched, unique_matched = matched_records(truth, protected, keys)
         assert view["matched"] == matched
         assert view["unique_matched"] == unique_matched
         assert view["match_rate"] == round(matched / len(truth), 6)

@@ -18,7 +18,7 @@ from das.job.run import run_job
 from das.spec.config import load_config
 from das.spec.schema import load_schema
 from tests.conftest import ROOT
-from tests.helpers import write_input
+from tests.helpers import matched_records, write_input
 from tests.unit.confidential.audit.examples import GQ_TYPE_OF_RELGQ
 from tests.unit.input.dhcp_input import tiny_dhcp_input
 
@@ -72,16 +72,6 @@ def _protected_records(root) -> pd.DataFrame:
     return _records(frame.loc[frame.index.repeat(flat["counts"].to_numpy(dtype=np.int64))])
 
 
-def _matched(truth: pd.DataFrame, rebuilt: pd.DataFrame, keys: list[str]) -> tuple[int, int]:
-    """(persons matched, unique persons matched), one to one within the block."""
-    t = truth.groupby(["geoid", *keys]).size().rename("t")
-    r = rebuilt.groupby(["geoid", *keys]).size().rename("r")
-    both = pd.concat([t, r], axis=1).fillna(0)
-    return int(np.minimum(both["t"], both["r"]).sum()), int(
-        ((both["t"] == 1) & (both["r"] >= 1)).sum()
-    )
-
-
 def _views(summary):
     for name, source in summary["sources"].items():
         for record in ("with_gq", "without_gq", "dhc"):
@@ -115,7 +105,7 @@ def test_the_protected_match_is_the_count_made_here_on_both_records(audited):
     truth, protected = _true_records(root), _protected_records(root)
     source = summary["sources"]["protected"]
     for keys, view in ((PL94, source), (PL94[1:], source["without_gq"]), (DHC, source["dhc"])):
-        matched, unique_matched = _matched(truth, protected, keys)
+        matched, unique_matched = matched_records(truth, protected, keys)
         assert (view["matched"], view["unique_matched"]) == (matched, unique_matched), keys
         assert view["records"] == len(protected)
     assert len(protected) == len(truth)  # the total is invariant at the state
