@@ -76,12 +76,17 @@ class Design:
 
     def worst(self) -> float:
         """The largest ratio of an entry not known exactly (0 if none)."""
-        found = self.ratios()
-        return float(np.max(found[~np.isnan(found)], initial=0.0))
+        return worst_ratio(self.after, self.before)
 
     def workload_ratio(self) -> float:
         w = np.array([e.weight for e in self.workload.entries])
         return float(w @ self.after / (w @ self.before))
+
+
+def worst_ratio(after: np.ndarray, before: np.ndarray) -> float:
+    """The largest after / before of the entries not known exactly (0 if none)."""
+    held = ~exact_entries(before)
+    return float(np.max(after[held] / before[held], initial=0.0))
 
 
 def config_shares(config: Config) -> Shares:
@@ -113,26 +118,23 @@ def design_budget(
     whole = Problem(_tree(config, workload, hierarchy), pairs, rho, workload.entries)
     before_sums = _sums(whole, original)
     before = entry_errors(whole, before_sums)
-    held = ~exact_entries(before)
     solutions = []
 
     def rounded(x: np.ndarray) -> tuple[Shares, list, np.ndarray, float]:
         chosen = exact_shares(pairs, x, options.denominator)
         sums = _sums(whole, chosen)
         after = entry_errors(whole, sums)
-        return chosen, sums, after, float(np.max(after[held] / before[held], initial=0.0))
-
-    def holds(worst: float) -> bool:
-        return options.max_ratio is None or worst <= options.max_ratio
+        return chosen, sums, after, worst_ratio(after, before)
 
     small = thinned(hierarchy, THIN)
     if small is not hierarchy:
         cheap = Problem(_tree(config, workload, small), pairs, rho, workload.entries)
         solutions.append(solve(cheap, start, weights, options.max_ratio, start, SOLVE))
         chosen, after_sums, after, worst = rounded(solutions[-1].x)
-    if not solutions or not holds(worst):  # refine on the whole
+    cap = options.max_ratio
+    if not solutions or (cap is not None and worst > cap):  # refine on the whole
         x, iterations = (solutions[-1].x, REFINE) if solutions else (start, SOLVE)
-        cap = limit = options.max_ratio
+        limit = cap
         for _ in range(ROUNDS):
             solutions.append(solve(whole, x, weights, limit, start, iterations))
             x, iterations = solutions[-1].x, REFINE
