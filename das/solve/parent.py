@@ -43,6 +43,7 @@ from das.solve.failsafe import feasible_point, relax, relaxed_problem
 from das.solve.l2.kkt import objective
 from das.solve.l2.lifted import is_lifted, presolved, solve_lifted
 from das.solve.l2.nnls import L2Result, solve_l2
+from das.solve.l2.split import is_split, solve_split
 from das.solve.parts import round_in_parts
 from das.solve.problem import UNBOUNDED, FixedQuery, Measurement, ParentProblem
 from das.solve.rounding import MIP_RELATIVE_GAP, MIP_TIME_LIMIT, RoundingResult, round_counts
@@ -181,7 +182,7 @@ def solve_parent(
     l2_start = time.perf_counter()
     if is_lifted(cp):  # no dense normal equations; zero rows closed for the rounding too
         cp = presolved(cp)
-        fit = solve_lifted(cp)[0]
+        fit = (solve_split if is_split(cp) else solve_lifted)(cp)[0]
     else:
         fit = solve_l2(cp, feasible)
     rounding_start = time.perf_counter()
