@@ -25,8 +25,9 @@ it does for Clarabel's.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
 import qdldl
@@ -35,9 +36,12 @@ import scipy.sparse as sp
 from das.solve.l2.kkt import Duals, objective
 from das.solve.l2.lifted import kkt_residual, presolved
 from das.solve.l2.nnls import L2Result
+from das.solve.threads import family_threads, map_in_threads
 
 if TYPE_CHECKING:
     from das.solve.compact import CompactProblem
+
+T = TypeVar("T")
 
 #: Children above which a lifted pass with a parent is split here. Clarabel's fill grows
 #: with the children's square; at this many the split is already the faster (the
@@ -182,6 +186,27 @@ def simplex_columns(
     return z, chosen
 
 
+def _parts(items: list[T], threads: int) -> list[list[T]]:
+    """``items`` in ``threads`` runs of consecutive items (one task per thread: a task per
+    child would cost more in the pool than a small child's solve)."""
+    bounds = np.linspace(0, len(items), threads + 1).astype(int)
+    return [items[a:b] for a, b in itertools.pairwise(bounds) if b > a]
+
+
+def _x_steps(
+    steps: list[_Step], centre: np.ndarray, group_centre: list[np.ndarray], threads: int
+) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Every child's x-step (``_Step.solve``), in runs of children on ``threads`` threads,
+    in the children's order: each result is its child's alone, so the thread count never
+    changes the answer."""
+
+    def run(part: list[int]) -> list[tuple[np.ndarray, np.ndarray]]:
+        return [steps[i].solve(centre[i, steps[i].child.open], group_centre[i]) for i in part]
+
+    parts = _parts(list(range(len(steps))), threads)
+    return [one for part in map_in_threads(run, parts, threads) for one in part]
+
+
 def _group_sums(steps: list[_Step], x: np.ndarray) -> list[np.ndarray]:
     return [s.child.groups @ x[i, s.child.open] for i, s in enumerate(steps)]
 
@@ -194,7 +219,14 @@ def solve_split(cp: CompactProblem) -> tuple[L2Result, float]:
     children = [_child(cp, c, rows) for c in range(cp.n_children)]
     curvature = np.concatenate([ch.a.T @ ch.curvature for ch in children])
     rho = RHO * float(curvature.mean()) if curvature.size else 1.0
-    steps = [_Step(ch, rho) for ch in children]
+    threads = family_threads()
+    steps = [
+        step
+        for part in map_in_threads(
+            lambda part: [_Step(ch, rho) for ch in part], _parts(children, threads), threads
+        )
+        for step in part
+    ]
     lower = [cp.lower[i, ch.bounded] for i, ch in enumerate(children)]
     upper = [cp.upper[i, ch.bounded] for i, ch in enumerate(children)]
 
@@ -210,9 +242,9 @@ def solve_split(cp: CompactProblem) -> tuple[L2Result, float]:
     tolerance = KKT_TOL * max(1.0, float(np.abs(cp.parent).max(initial=0.0)))
     converged, iterations, residual = False, 0, np.inf
     for iterations in range(1, MAX_ITERATIONS + 1):
-        for i, step in enumerate(steps):
-            o = step.child.open
-            x[i, o], mu[i] = step.solve(z[i, o] - u[i, o], s[i] - us[i])
+        group_centre = [si - w for si, w in zip(s, us, strict=True)]
+        for i, (xi, mi) in enumerate(_x_steps(steps, z - u, group_centre, threads)):
+            x[i, steps[i].child.open], mu[i] = xi, mi
         gx = _group_sums(steps, x)
         relaxed = ALPHA * x + (1.0 - ALPHA) * z
         z, theta = simplex_columns(relaxed + u, cp.open, cp.parent)

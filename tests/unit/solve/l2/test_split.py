@@ -146,3 +146,15 @@ def test_which_lifted_passes_are_split():
 
     assert split.is_split(compacted(split.SPLIT_CHILDREN + 1))
     assert not split.is_split(compacted(split.SPLIT_CHILDREN))
+
+
+def test_the_thread_count_never_changes_the_answer(monkeypatch):
+    """The children's x-steps run in threads (das.solve.threads); each is its child's
+    alone, so one thread and three give the same numbers, bit for bit."""
+    problem = _instances()[3]
+    cp = compact(problem, layout(problem))
+    answers = []
+    for threads in (1, 3):
+        monkeypatch.setattr(split, "family_threads", lambda threads=threads: threads)
+        answers.append(split.solve_split(cp)[0].x)
+    np.testing.assert_array_equal(answers[0], answers[1])
