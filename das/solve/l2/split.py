@@ -153,13 +153,18 @@ class _Step:
     def __init__(self, child: _Child, rho: float) -> None:
         self.child = child
         self.exact = _kkt_matrix(child, rho, 0.0)
-        self.factor = qdldl.Solver(_kkt_matrix(child, rho, DELTA))
+        # A child whose every block is closed (no units, or an earlier answer of zero
+        # everywhere) has nothing to solve: its values stay 0.
+        empty = self.exact.shape[0] == 0
+        self.factor = None if empty else qdldl.Solver(_kkt_matrix(child, rho, DELTA))
         self.rho = rho
 
     def solve(self, centre: np.ndarray, group_centre: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(x, multipliers of the equality rows) of the x-step, with one step of iterative
         refinement against the unregularised matrix."""
         c = self.child
+        if self.factor is None:
+            return np.zeros(0), np.zeros(0)
         rhs = np.concatenate([self.rho * centre, c.answers, group_centre, c.values])
         solution = self.factor.solve(rhs)
         solution += self.factor.solve(rhs - self.exact @ solution)

@@ -73,10 +73,33 @@ def _second_pass(problem: ParentProblem) -> ParentProblem:
     )
 
 
+def _with_empty_child(problem: ParentProblem) -> ParentProblem:
+    """``problem`` with one more child that has no units: every block of it is closed (the
+    split must leave it at 0, with nothing to factor), its answers pure noise."""
+    rng = np.random.default_rng(0)
+    measurements = tuple(
+        dataclasses.replace(
+            m, answers=np.vstack([m.answers, rng.normal(0, 1, (1, m.answers.shape[1]))])
+        )
+        for m in problem.measurements
+    )
+    assert problem.group_lower is not None and problem.group_upper is not None
+    no_units = np.zeros((1, problem.group_lower.shape[1]), dtype=problem.group_lower.dtype)
+    return dataclasses.replace(
+        problem,
+        n_children=problem.n_children + 1,
+        measurements=measurements,
+        group_lower=np.vstack([problem.group_lower, no_units]),
+        group_upper=np.vstack([problem.group_upper, no_units]),
+        child_totals=None if problem.child_totals is None else np.append(problem.child_totals, 0),
+    )
+
+
 @functools.cache
 def _instances() -> list[ParentProblem]:
     """Parents with 3-12 children: totals fixed or free (then the group bounds are the
-    split's own constraints, not implied by any row), and two passes holding many rows."""
+    split's own constraints, not implied by any row), two passes holding many rows, and a
+    child with no open block."""
     out = [small(seed).problem for seed in SEEDS]
     out += [
         parent_instance(seed, n_children=12, fix_totals=False, gq_rate=0.3).problem
@@ -85,11 +108,12 @@ def _instances() -> list[ParentProblem]:
     out += [
         _second_pass(small(SEEDS[0]).problem),
         _second_pass(parent_instance(SEEDS[1], n_children=12).problem),
+        _with_empty_child(small(SEEDS[2]).problem),
     ]
     return out
 
 
-@pytest.mark.parametrize("index", range(7))
+@pytest.mark.parametrize("index", range(8))
 def test_split_reaches_the_optimum(index):
     """Objective within 1e-6 (relative) of the dense active-set optimum and of Clarabel's,
     the children-sum rows and x >= 0 exact, the equality rows and the KKT residual of
@@ -121,7 +145,7 @@ def test_the_split_holds_group_bounds_no_row_implies():
     assert (sums >= cp.lower - 1e-6).all() and (sums <= cp.upper + 1e-6).all()
 
 
-@pytest.mark.parametrize("index", range(7))
+@pytest.mark.parametrize("index", range(8))
 def test_solve_parent_on_the_split_path_is_valid(index, monkeypatch):
     """Every pass forced onto the split: integer counts that meet every constraint
     (solve_parent checks them too), the fixed totals and fixed queries exact."""
