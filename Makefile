@@ -185,8 +185,8 @@ bench-h1: install
 ## P.L. 94-171 cells that differ (goal: none). DHC_INPUT=ri (default: the RI blocks fixture with
 ## DHC attributes, 1.05M persons) or synthetic (one county of PERSONS, default 100000). Inputs
 ## and runs kept in $(OUT)/dhc (a finished run is reused); writes bench/results/dhc.json.
-## Cost on 2 cores: the 100,000-person county about 4 minutes a seed with AGREE=1; RI has not
-## been run to the end (its largest county's family did not finish in 30 minutes).
+## Cost on 2 cores with AGREE=1: RI about 30 minutes a seed (7.7 GiB), the 100,000-person
+## county a few minutes.
 DHC_INPUT ?= ri
 AGREE ?= 1
 DHC_PERSONS = $(if $(filter file,$(origin PERSONS)),100000,$(PERSONS))

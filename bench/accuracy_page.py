@@ -441,7 +441,8 @@ def dhc_cost(per_seed: Sequence[Mapping[str, Any]]) -> str:
         blocks = sum(a["blocks_differ"] for a in agreed)
         line += (
             f". Agreement: {differ:,} of {compared:,} block x P.L. 94-171 cells differ from "
-            f"the P.L. 94-171 run (summed over {len(agreed)} seeds; blocks with a difference: "
+            f"the P.L. 94-171 run (summed over {len(agreed)} seed{'s' * (len(agreed) != 1)}; "
+            "blocks with a difference: "
             f"{blocks:,})"
         )
     return line + "."
