@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from das.solve.parent import UNBOUNDED, FixedQuery, Measurement, ParentProblem
+from das.solve.parent import UNBOUNDED, FixedQuery, Measurement, ParentProblem, solve_parent
 from das.spec.schema import Schema, load_schema, schema_from_dict
 
 #: The ten non-total queries of the 2020 persons strategy (the second pass).
@@ -224,3 +224,25 @@ def total_only(instance: Instance, with_totals: bool = False) -> ParentProblem:
 def relative(a: float, b: float) -> float:
     """|a - b| relative to b (to 1e-3 near 0)."""
     return abs(a - b) / max(abs(b), 1e-3)
+
+
+def second_pass(problem: ParentProblem) -> ParentProblem:
+    """The problem's ``detailed`` pass with its other queries held at a rounded first pass:
+    many equality rows per child, as the DHC-P ``detailed`` pass and an agreement hold."""
+    first = solve_parent(
+        replace(
+            problem,
+            measurements=tuple(m for m in problem.measurements if m.query_name != "detailed"),
+        )
+    ).counts
+    fixed = tuple(
+        FixedQuery(m.query_name, m.matrix, np.asarray(m.matrix @ first.T).T)
+        for m in problem.measurements
+        if m.query_name != "detailed"
+    )
+    return replace(
+        problem,
+        measurements=tuple(m for m in problem.measurements if m.query_name == "detailed"),
+        fixed=fixed,
+        child_totals=first.sum(axis=1),
+    )

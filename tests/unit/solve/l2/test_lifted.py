@@ -23,27 +23,9 @@ from tests.unit.solve.instances import (
     parent_instance,
     relative,
     root_instance,
+    second_pass,
     small,
 )
-
-
-def _second_pass(problem: ParentProblem) -> ParentProblem:
-    """The problem's ``detailed`` pass with its other queries fixed at a rounded first pass."""
-    first = solve_parent(
-        dataclasses.replace(
-            problem,
-            measurements=tuple(m for m in problem.measurements if m.query_name != "detailed"),
-        )
-    ).counts
-    fixed = tuple(
-        FixedQuery(m.query_name, m.matrix, np.asarray(m.matrix @ first.T).T)
-        for m in problem.measurements
-        if m.query_name != "detailed"
-    )
-    detailed = tuple(m for m in problem.measurements if m.query_name == "detailed")
-    return dataclasses.replace(
-        problem, measurements=detailed, fixed=fixed, child_totals=first.sum(axis=1)
-    )
 
 
 @functools.cache
@@ -51,8 +33,8 @@ def _instances() -> list[ParentProblem]:
     out = []
     for seed in SEEDS:
         out += [small(seed).problem, root_instance(seed, size=800.0).problem]
-    out.append(_second_pass(root_instance(SEEDS[0], size=800.0).problem))
-    out.append(_second_pass(small(SEEDS[1]).problem))
+    out.append(second_pass(root_instance(SEEDS[0], size=800.0).problem))
+    out.append(second_pass(small(SEEDS[1]).problem))
     return out
 
 
@@ -74,7 +56,7 @@ def test_lifted_reaches_the_dense_optimum(index):
 
 
 def test_presolve_closes_variables_in_zero_rows():
-    problem = _second_pass(root_instance(SEEDS[0], size=800.0).problem)
+    problem = second_pass(root_instance(SEEDS[0], size=800.0).problem)
     cp = compact(problem, layout(problem))
     reduced = lifted.presolved(cp)
     assert reduced.open.sum() < cp.open.sum()
@@ -200,7 +182,7 @@ def test_which_passes_go_lifted(monkeypatch):
     monkeypatch.setattr(lifted, "FACE_WORK", 1e6)
     pl94 = small(SEEDS[0]).problem
     assert not _routed(pl94)
-    held = _second_pass(pl94)
+    held = second_pass(pl94)
     assert held.fixed and not _routed(dataclasses.replace(held, fixed=()))
     assert _routed(held)
     marginals = tuple(q for q in STRATEGY_QUERIES if q != "detailed")

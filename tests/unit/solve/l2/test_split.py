@@ -16,8 +16,8 @@ from das.solve.failsafe import feasible_point
 from das.solve.l2 import split
 from das.solve.l2.lifted import presolved, solve_lifted
 from das.solve.l2.nnls import solve_l2
-from das.solve.parent import FixedQuery, ParentProblem, check_solution, solve_parent
-from tests.unit.solve.instances import SEEDS, parent_instance, relative, small
+from das.solve.parent import ParentProblem, check_solution, solve_parent
+from tests.unit.solve.instances import SEEDS, parent_instance, relative, second_pass, small
 
 
 def _bisected(v: np.ndarray, open_: np.ndarray, total: float) -> np.ndarray:
@@ -49,28 +49,6 @@ def test_simplex_columns_is_the_euclidean_projection():
     assert (z >= 0).all() and (z[~open_] == 0).all()
     positive = z > 0
     np.testing.assert_allclose(z[positive], (v - theta[None, :])[positive], atol=1e-12)
-
-
-def _second_pass(problem: ParentProblem) -> ParentProblem:
-    """The ``detailed`` pass with the other queries held at a rounded first pass: many
-    equality rows per child, as the DHC-P ``detailed`` pass and an agreement hold."""
-    first = solve_parent(
-        dataclasses.replace(
-            problem,
-            measurements=tuple(m for m in problem.measurements if m.query_name != "detailed"),
-        )
-    ).counts
-    fixed = tuple(
-        FixedQuery(m.query_name, m.matrix, np.asarray(m.matrix @ first.T).T)
-        for m in problem.measurements
-        if m.query_name != "detailed"
-    )
-    return dataclasses.replace(
-        problem,
-        measurements=tuple(m for m in problem.measurements if m.query_name == "detailed"),
-        fixed=fixed,
-        child_totals=first.sum(axis=1),
-    )
 
 
 def _with_empty_child(problem: ParentProblem) -> ParentProblem:
@@ -106,8 +84,8 @@ def _instances() -> list[ParentProblem]:
         for seed in SEEDS[:2]
     ]
     out += [
-        _second_pass(small(SEEDS[0]).problem),
-        _second_pass(parent_instance(SEEDS[1], n_children=12).problem),
+        second_pass(small(SEEDS[0]).problem),
+        second_pass(parent_instance(SEEDS[1], n_children=12).problem),
         _with_empty_child(small(SEEDS[2]).problem),
     ]
     return out
