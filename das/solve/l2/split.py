@@ -44,8 +44,10 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 #: Children above which a lifted pass with a parent is split here. Clarabel's fill grows
-#: with the children's square; at this many the split is already the faster (the
-#: 100,000-person county's 25 tracts: first pass 26 s in Clarabel, 11 s here).
+#: with the children's square; at this many the split is already the faster (first passes,
+#: one core: the 100,000-person county's 25 tracts 26 s in Clarabel, 8.5 s here; a block
+#: group's 39 blocks 3.4 s and 2.1 s; Providence County's 141 tracts not done in 30 min and
+#: 160 s).
 SPLIT_CHILDREN = 8
 
 #: Regularisation of the equality rows' block of the KKT matrix (quasi-definite, so that
