@@ -98,8 +98,10 @@ FULL_MIP_PRESOLVE_COLUMNS = 2000
 
 #: Seconds the rounding LP may run: only a guard (an LP is polynomial, and its answer is
 #: needed: without it there is no rounding). It is not taken from the MIP's time, which
-#: starts when the LP ends, so that a slow LP under load cannot stop the run.
-LP_TIME_LIMIT = 600.0
+#: starts when the LP ends, so that a slow LP under load cannot stop the run. DHC-P's
+#: largest LP on RI (Providence County's first pass, 182,000 increments) takes 400-480 s of
+#: one core, so the guard stands well above that.
+LP_TIME_LIMIT = 3600.0
 
 #: An integer solution whose L1 objective is within this fraction of the LP bound is
 #: accepted (postprocess.mip_gap): closing the last fraction of a percent can take minutes
