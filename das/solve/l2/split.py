@@ -74,7 +74,8 @@ def is_split(cp: CompactProblem) -> bool:
 
 @dataclass(frozen=True)
 class _Child:
-    """One child's x-step: its open blocks, the rows of its own problem and their factor."""
+    """One child's part of the x-step: its open blocks and the rows of its own problem
+    (``_Step`` holds their factor)."""
 
     open: np.ndarray  # (n,) the child's open blocks
     a: sp.csr_matrix  # (m, n) the touched rows of every query
