@@ -186,6 +186,18 @@ def gradient(cp: CompactProblem, x: np.ndarray) -> np.ndarray:
     return out
 
 
+def primal_residual(cp: CompactProblem, x: np.ndarray) -> float:
+    """The largest violation, in counts, of x's equality rows, children sums and group
+    bounds (x >= 0 is taken to hold)."""
+    violations = [np.abs(np.asarray(cp.rows @ x.T).T - cp.row_values).max(initial=0.0)]
+    if cp.parent is not None:
+        violations.append(float(np.abs(x.sum(axis=0) - cp.parent).max(initial=0.0)))
+    sums = group_sums(cp, x)
+    violations.append(float(np.maximum(sums - cp.upper, 0.0).max(initial=0.0)))
+    violations.append(float(np.maximum(cp.lower - sums, 0.0).max(initial=0.0)))
+    return float(max(violations))
+
+
 def kkt_residual(cp: CompactProblem, x: np.ndarray, multipliers: Duals) -> float:
     """The largest violation of the KKT conditions at (x, multipliers), in counts (primal)
     or gradient units (dual): equality rows, children sums, negative reduced costs of open
@@ -194,15 +206,11 @@ def kkt_residual(cp: CompactProblem, x: np.ndarray, multipliers: Duals) -> float
     if cp.rows.shape[0]:
         mu = mu + np.asarray(cp.rows.T @ multipliers.rows.T).T
     mu = mu + multipliers.upper[:, cp.groups] - multipliers.lower[:, cp.groups]
-    violations = [np.abs(np.asarray(cp.rows @ x.T).T - cp.row_values).max(initial=0.0)]
-    if cp.parent is not None:
-        violations.append(float(np.abs(x.sum(axis=0) - cp.parent).max(initial=0.0)))
-    sums = group_sums(cp, x)
-    violations.append(float(np.maximum(sums - cp.upper, 0.0).max(initial=0.0)))
-    violations.append(float(np.maximum(cp.lower - sums, 0.0).max(initial=0.0)))
-    violations.append(float(np.maximum(-mu[cp.open], 0.0).max(initial=0.0)))
-    violations.append(float(np.abs(x * mu)[cp.open].max(initial=0.0)))
-    return float(max(violations))
+    return max(
+        primal_residual(cp, x),
+        float(np.maximum(-mu[cp.open], 0.0).max(initial=0.0)),
+        float(np.abs(x * mu)[cp.open].max(initial=0.0)),
+    )
 
 
 def solve_lifted(cp: CompactProblem) -> tuple[L2Result, float]:
