@@ -185,8 +185,8 @@ bench-h1: install
 ## P.L. 94-171 cells that differ (goal: none). DHC_INPUT=ri (default: the RI blocks fixture with
 ## DHC attributes, 1.05M persons) or synthetic (one county of PERSONS, default 100000). Inputs
 ## and runs kept in $(OUT)/dhc (a finished run is reused); writes bench/results/dhc.json.
-## Cost on 2 cores with AGREE=1: RI 25-30 minutes a seed (up to 9 GiB), the 100,000-person
-## county a few minutes.
+## Cost on 2 cores with AGREE=1: RI about 23 minutes a seed (up to 9 GiB), the 100,000-person
+## county 3 minutes.
 DHC_INPUT ?= ri
 AGREE ?= 1
 DHC_PERSONS = $(if $(filter file,$(origin PERSONS)),100000,$(PERSONS))
