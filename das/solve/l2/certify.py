@@ -16,8 +16,8 @@ to vanish where x_cb > 0 (g is the gradient, lambda the children-sum rows' multi
 y_c child c's equality rows'). That is a sparse linear system in (lambda, y), one equation
 per nonzero of x. It is solved by LSQR (Paige and Saunders 1982) from the ADMM's
 multipliers, so the correction is the smallest that meets it, and the sign conditions on
-the zeros mostly keep holding. A zero whose reduced cost comes out negative joins the
-equations (mu = 0 is allowed at a zero), for a few rounds. The group bounds' multipliers are
+the zeros mostly keep holding. A zero whose reduced cost comes out below minus the
+tolerance joins the equations (mu = 0 is allowed at a zero), for a few rounds. The group bounds' multipliers are
 kept as given. The result is only ever judged by ``kkt_residual``: at worst it certifies
 nothing and the ADMM goes on.
 """
