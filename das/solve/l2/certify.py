@@ -17,26 +17,27 @@ y_c child c's equality rows'). That is a sparse linear system in (lambda, y), on
 per nonzero of x. It is solved by LSQR (Paige and Saunders 1982) from the ADMM's
 multipliers, so the correction is the smallest that meets it, and the sign conditions on
 the zeros mostly keep holding. A zero whose reduced cost comes out below minus the
-tolerance joins the equations (mu = 0 is allowed at a zero), for a few rounds. The group bounds' multipliers are
-kept as given. The result is only ever judged by ``kkt_residual``: at worst it certifies
+tolerance joins the equations (mu = 0 is allowed at a zero), for a few rounds. The group
+bounds' multipliers are kept as given. The result is only ever judged by ``kkt_residual``: at worst it certifies
 nothing and the ADMM goes on.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import numpy as np
 import scipy.sparse as sp
 import scipy.sparse.linalg as sla
 
-from das.solve.l2.kkt import Duals
+from das.solve.l2.kkt import Duals, reduced_costs
 from das.solve.l2.lifted import gradient
 
 if TYPE_CHECKING:
     from das.solve.compact import CompactProblem
 
-#: Rounds of adding the zeros whose reduced cost came out negative (Providence's
+#: Rounds of adding the zeros whose reduced cost came out below minus the tolerance (Providence's
 #: ``detailed`` pass: 15 of them, then 2, then none).
 ROUNDS = 5
 
@@ -51,7 +52,8 @@ def certifying_duals(cp: CompactProblem, x: np.ndarray, start: Duals, tolerance:
     are ``start``'s. Rounds stop early once LSQR cannot meet the equations: x is then not
     optimal, and no multipliers would certify it."""
     n, r, children = cp.n_blocks, cp.rows.shape[0], cp.n_children
-    g = gradient(cp, x) + start.upper[:, cp.groups] - start.lower[:, cp.groups]
+    g = gradient(cp, x)
+    duals = start
     rows_t = sp.csr_matrix(cp.rows).T.tocsr()  # (n, r): the rows each block is in
     v = np.concatenate([start.coupling, start.rows.ravel()])
     # ||residual|| at most this makes every |x mu| and every -mu within the tolerance.
@@ -59,23 +61,21 @@ def certifying_duals(cp: CompactProblem, x: np.ndarray, start: Duals, tolerance:
     equal = (x > 0) & cp.open
     for _ in range(ROUNDS):
         m, used = _stationarity(rows_t, equal, n, r, children)
-        rhs = -g[equal] - m @ v[used]
+        rhs = -reduced_costs(cp, g, duals)[equal]
         scale = float(np.linalg.norm(rhs))
         if scale > enough:
             step, _, _, residual = sla.lsqr(
                 m, rhs, atol=0.0, btol=enough / scale, iter_lim=LSQR_ITERATIONS
             )[:4]
             v[used] += step
+            duals = replace(start, coupling=v[:n], rows=v[n:].reshape(children, r))
             if residual > enough:
                 break
-        mu = g + v[:n][None, :] + np.asarray(rows_t @ v[n:].reshape(children, r).T).T
-        negative = cp.open & ~equal & (mu < -tolerance)
+        negative = cp.open & ~equal & (reduced_costs(cp, g, duals) < -tolerance)
         if not negative.any():
             break
         equal |= negative
-    return Duals(
-        coupling=v[:n], rows=v[n:].reshape(children, r), upper=start.upper, lower=start.lower
-    )
+    return duals
 
 
 def _stationarity(

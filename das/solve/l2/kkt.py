@@ -122,9 +122,10 @@ def objective(cp: CompactProblem, x: np.ndarray) -> float:
     return float(total)
 
 
-def reduced_costs(cp: CompactProblem, normal: Normal, x: np.ndarray, duals: Duals) -> np.ndarray:
-    """Reduced cost of every variable: >= 0 at a KKT point for each variable at zero."""
-    gradient = normal.gradient(x)
+def reduced_costs(cp: CompactProblem, gradient: np.ndarray, duals: Duals) -> np.ndarray:
+    """Reduced cost of every variable, from the objective's gradient there (``Normal`` or,
+    matrix-free, ``das.solve.l2.lifted.gradient``): >= 0 at a KKT point for each variable
+    at zero."""
     from_rows = np.asarray(cp.rows.T @ duals.rows.T).T if cp.rows.shape[0] else 0.0
     return (
         gradient

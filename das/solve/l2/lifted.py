@@ -34,7 +34,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from das.errors import InternalError
-from das.solve.l2.kkt import Duals, group_sums, objective
+from das.solve.l2.kkt import Duals, group_sums, objective, reduced_costs
 from das.solve.l2.nnls import L2Result
 from das.solve.l2.working_set import Constraints, constraints, duals
 
@@ -202,10 +202,7 @@ def kkt_residual(cp: CompactProblem, x: np.ndarray, multipliers: Duals) -> float
     """The largest violation of the KKT conditions at (x, multipliers), in counts (primal)
     or gradient units (dual): equality rows, children sums, negative reduced costs of open
     variables and complementarity x * reduced cost."""
-    mu = gradient(cp, x) + multipliers.coupling[None, :]
-    if cp.rows.shape[0]:
-        mu = mu + np.asarray(cp.rows.T @ multipliers.rows.T).T
-    mu = mu + multipliers.upper[:, cp.groups] - multipliers.lower[:, cp.groups]
+    mu = reduced_costs(cp, gradient(cp, x), multipliers)
     return max(
         primal_residual(cp, x),
         float(np.maximum(-mu[cp.open], 0.0).max(initial=0.0)),

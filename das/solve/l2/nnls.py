@@ -152,7 +152,7 @@ def changes_at(
 ) -> Changes:
     """The KKT conditions' violations at ``point`` on the face ``active``."""
     x, duals = point.x, point.duals
-    mu = reduced_costs(cp, normal, x, duals)
+    mu = reduced_costs(cp, normal.gradient(x), duals)
     sums = group_sums(cp, x)
     return Changes(
         drop=active.free & (x < -tol.primal),

@@ -227,7 +227,7 @@ def interior_point(
     tolerance = tolerances(cp, normal).dual
     for rounds in range(1, MAX_ROUNDS + 1):
         solved = first if rounds == 1 else solve_restricted(cp, normal, working)
-        mu = reduced_costs(cp, normal, solved.x, solved.duals)
+        mu = reduced_costs(cp, normal.gradient(solved.x), solved.duals)
         violated = cp.open & ~working & (mu < -tolerance)
         if not violated.any():
             return solved, rounds
@@ -238,7 +238,7 @@ def interior_point(
 def face_of(cp: CompactProblem, normal: Normal, solved: InteriorPointSolution) -> ActiveSet:
     """The face an interior-point answer points at: a variable (bound) is active when its
     multiplier exceeds its distance to the bound."""
-    mu = reduced_costs(cp, normal, solved.x, solved.duals)
+    mu = reduced_costs(cp, normal.gradient(solved.x), solved.duals)
     sums = group_sums(cp, solved.x)
     upper = solved.duals.upper > cp.upper - sums
     lower = (solved.duals.lower > sums - cp.lower) & ~upper
