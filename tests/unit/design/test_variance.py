@@ -59,4 +59,5 @@ def test_gradient_equals_finite_differences():
         slope = (evaluate(problem, x + step).errors - evaluate(problem, x - step).errors) / (
             2 * step[j]
         )
-        assert point.jacobian[:, j] == pytest.approx(slope, rel=1e-4, abs=1e-8)
+        # rel: Richardson's truncation at optimise.STEP (2e-4 of a slope here)
+        assert point.jacobian[:, j] == pytest.approx(slope, rel=5e-4, abs=1e-8)
