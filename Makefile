@@ -8,7 +8,7 @@ OUT    ?= out
 SEED   ?= 2020
 PERSONS ?= 200000
 
-.PHONY: install lock lock-check run test test-fast lint docs layout bench bench-quick bench-docs bench-design bench-areas bench-design-budget bench-e2e bench-read bench-noise bench-sparse-nmf bench-optimize bench-cluster bench-coverage bench-accuracy bench-h1 bench-dhc bench-national clean cluster-up cluster-down dist
+.PHONY: install lock lock-check run test test-fast lint docs layout bench bench-quick bench-docs bench-design bench-areas bench-design-budget bench-design-sensitivity bench-e2e bench-read bench-noise bench-sparse-nmf bench-optimize bench-cluster bench-coverage bench-accuracy bench-h1 bench-dhc bench-national clean cluster-up cluster-down dist
 
 ## make install: .venv with das (editable) and every dependency at the version constraints.txt
 ## pins, so that the same seed gives the same output on every fresh install (HiGHS and numba
@@ -103,6 +103,12 @@ bench-docs: install
 ## (configs/workloads/pl94_2020.toml); writes bench/results/design_budget.json.
 bench-design-budget: install
 	$(BIN)/python -m bench.bench_design_budget --work $(OUT)/design_budget $(if $(RI),--ri $(RI))
+
+## make bench-design-sensitivity: what moves the 2020 workload's block-group total: the design
+## converged on RI's whole tree, and designs with that entry's weight changed (WEIGHTS, default
+## 1 1.1 1.3 1.5); about 3 minutes; writes bench/results/design_sensitivity.json.
+bench-design-sensitivity: install
+	$(BIN)/python -m bench.design_sensitivity --work $(OUT)/design_budget $(if $(RI),--ri $(RI)) $(if $(WEIGHTS),--weights $(WEIGHTS))
 
 ## make bench-e2e: the production job on the RI fixture and 1M/2M/4M synthetic states
 ## (local[2]), each beside the reader alone; writes bench/results/e2e.json.
