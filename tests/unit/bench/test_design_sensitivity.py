@@ -35,17 +35,17 @@ def test_an_entry_the_workload_lacks_is_refused():
 
 def test_a_heavier_weight_buys_that_entry_a_smaller_error():
     """At a weight 4x as heavy the varied entry's error falls, the written workload's rises
-    (the written weights' optimum is the weight-1 design), and the converged design on the
-    whole tree is no worse for the written workload than the design it starts from."""
+    (the written weights' optimum is the weight-1 design), and the whole tree's own
+    solve (this tree is too small to thin: the same problem) agrees with it."""
     designs = sensitivity(CONFIG, WORKLOAD, from_fanouts(CONFIG, "1,2,3,2,3"), [1.0, 4.0])
     assert [d.design.split(" (")[0] for d in designs] == [
         f"{VARIED} weight 1",
-        "weight 1, on the whole tree",
+        "weight 1, solved on the whole tree",
         f"{VARIED} weight 4",
     ]
     varied = [e.label for e in WORKLOAD.entries].index(VARIED)
-    one, converged, four = designs
+    one, whole, four = designs
     assert four.ratios[varied] < 0.95 * one.ratios[varied]
     assert four.workload_ratio > one.workload_ratio
-    assert converged.workload_ratio <= one.workload_ratio * (1 + 1e-3)
+    assert whole.workload_ratio == pytest.approx(one.workload_ratio, rel=1e-3)
     assert all(r <= 1.1 * (1 + 1e-3) for d in designs for r in d.ratios)
