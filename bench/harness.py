@@ -100,8 +100,11 @@ def git_commit() -> str | None:
 
 
 def working_tree_dirty() -> bool | None:
-    """Whether tracked files differ from the commit (``git status``), None outside git."""
-    status = _git("status", "--porcelain", "--untracked-files=no")
+    """Whether tracked files differ from the commit (``git status``), None outside git.
+
+    The results folder is left out: benches run one after another (``make bench``) write
+    their results files there, and a figure does not depend on another bench's file."""
+    status = _git("status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)bench/results")
     return None if status is None else bool(status.strip())
 
 

@@ -46,3 +46,26 @@ def test_make_bench_runs_every_benchmark_and_quick_mode_writes_apart() -> None:
         assert arguments[-2:] == ["--results", "/o/bench-quick/results"]
         assert "--results" not in benchmark.arguments(False, Path("/o"))
         assert not any("{" in a for a in arguments)
+
+
+def test_a_results_file_leaves_the_tree_clean_and_a_code_change_does_not(tmp_path, monkeypatch):
+    """Benches run one after another write results files; only code makes a figure dirty."""
+    import subprocess
+
+    from bench import harness
+
+    def git(*args: str) -> None:
+        subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True)
+
+    (tmp_path / "bench" / "results").mkdir(parents=True)
+    (tmp_path / "bench" / "results" / "a.json").write_text("{}")
+    (tmp_path / "code.py").write_text("x = 1\n")
+    git("init", "-q")
+    git("add", ".")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "one")
+    monkeypatch.setattr(harness, "REPO_ROOT", tmp_path)
+    assert harness.working_tree_dirty() is False
+    (tmp_path / "bench" / "results" / "a.json").write_text('{"b": 1}')
+    assert harness.working_tree_dirty() is False
+    (tmp_path / "code.py").write_text("x = 2\n")
+    assert harness.working_tree_dirty() is True
