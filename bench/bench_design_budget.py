@@ -4,8 +4,9 @@ the config's, every entry's expected error under both, and what the design costs
     python -m bench.bench_design_budget --work DIR [--ri DIR] [--max-ratio 1.1]
 
 ``--ri``: an RI input directory (``das fixture blocks ri_2010_block.parquet``); without
-it the fixture is built under ``--work`` from ../shared/data/real/. The design reads its
-geography and which unit types each block has (invariants), nothing else. Writes
+it the fixture is built once under ``--work`` from ../shared/data/real/
+(``accuracy_runs.ri_input``). The design reads its geography and which unit types each
+block has (invariants), nothing else. Writes
 bench/results/design_budget.json and the designed config under ``--work``.
 """
 
@@ -15,21 +16,17 @@ import argparse
 import time
 from pathlib import Path
 
+from bench.accuracy_runs import ri_input
 from bench.harness import RESULTS_DIR, print_table, write_results
 from das.design.budget import Design, Options, design_budget, pairs_of, write_design
 from das.design.hierarchy import from_input
 from das.design.workload import load_workload
-from das.fixtures.blocks import write_blocks_fixture
 from das.spec.config import load_config
 
 CONFIG = "configs/pl94_2020_production.toml"
 WORKLOAD = "configs/workloads/pl94_2020.toml"
 #: No workload entry's expected error above this many times the config's (issue 54).
 MAX_RATIO = 1.1
-RI = (
-    Path(__file__).resolve().parents[2]
-    / "shared/data/real/alarm_census_2020_blocks/ri_2010_block.parquet"
-)
 
 
 def figures(design: Design, cpu: float, wall: float) -> dict[str, object]:
@@ -67,9 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
-    ri = Path(args.ri) if args.ri else work / "ri"
-    if not args.ri and not (ri / "units.parquet").exists():
-        write_blocks_fixture(RI, ri, 1)
+    ri = Path(args.ri) if args.ri else ri_input(work)
     wall, cpu = time.perf_counter(), time.process_time()
     config = load_config(CONFIG)
     workload = load_workload(WORKLOAD, config.schema, config.geography.names)

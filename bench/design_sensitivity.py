@@ -28,7 +28,8 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.bench_design_budget import CONFIG, MAX_RATIO, RI, WORKLOAD
+from bench.accuracy_runs import ri_input
+from bench.bench_design_budget import CONFIG, MAX_RATIO, WORKLOAD
 from bench.harness import RESULTS_DIR, print_table, write_results
 from das.design.budget import (
     Options,
@@ -42,7 +43,6 @@ from das.design.hierarchy import Hierarchy, from_input
 from das.design.optimise import solve
 from das.design.shares import exact_shares
 from das.design.workload import Workload, load_workload
-from das.fixtures.blocks import write_blocks_fixture
 from das.spec.config import Config, load_config
 
 #: The entry whose weight is varied.
@@ -113,9 +113,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
-    ri = Path(args.ri) if args.ri else work / "ri"
-    if not args.ri and not (ri / "units.parquet").exists():
-        write_blocks_fixture(RI, ri, 1)
+    ri = Path(args.ri) if args.ri else ri_input(work)
     config = load_config(CONFIG)
     workload = load_workload(WORKLOAD, config.schema, config.geography.names)
     hierarchy = from_input(config, str(ri))
