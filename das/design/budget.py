@@ -9,10 +9,10 @@ copy of the hierarchy (cheap), then its shares, rounded to exact fractions
 (``das.design.shares``), are evaluated exactly on the whole. They are the design unless they
 break ``max_ratio`` there: only then is the solve refined on the whole, aiming lower each
 round by what the rounding cost. A refinement gains little: the workload is flat along the
-trades the caps leave open (on RI, SLSQP run to convergence on the whole tree lowers the
-workload's error by 0.12%), and each of its gradients costs as many passes of the whole
-tree as the workload has entries. Every figure printed is evaluated exactly with the
-rounded shares, beside the config's own.
+trades the caps leave open (on RI, the whole tree's own solve lowers the workload's error
+by 0.13%: ``make bench-design-sensitivity``), and each of its gradients costs as many
+passes of the whole tree as the workload has entries. Every figure printed is evaluated
+exactly with the rounded shares, beside the config's own.
 """
 
 from __future__ import annotations
