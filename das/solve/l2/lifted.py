@@ -198,16 +198,22 @@ def primal_residual(cp: CompactProblem, x: np.ndarray) -> float:
     return float(max(violations))
 
 
+def dual_residual(cp: CompactProblem, x: np.ndarray, multipliers: Duals) -> float:
+    """The largest violation, in gradient units, of the KKT conditions on the multipliers
+    at (x, multipliers): negative reduced costs of open variables and complementarity
+    x * reduced cost."""
+    mu = reduced_costs(cp, gradient(cp, x), multipliers)
+    return max(
+        float(np.maximum(-mu[cp.open], 0.0).max(initial=0.0)),
+        float(np.abs(x * mu)[cp.open].max(initial=0.0)),
+    )
+
+
 def kkt_residual(cp: CompactProblem, x: np.ndarray, multipliers: Duals) -> float:
     """The largest violation of the KKT conditions at (x, multipliers), in counts (primal)
     or gradient units (dual): equality rows, children sums, negative reduced costs of open
     variables and complementarity x * reduced cost."""
-    mu = reduced_costs(cp, gradient(cp, x), multipliers)
-    return max(
-        primal_residual(cp, x),
-        float(np.maximum(-mu[cp.open], 0.0).max(initial=0.0)),
-        float(np.abs(x * mu)[cp.open].max(initial=0.0)),
-    )
+    return max(primal_residual(cp, x), dual_residual(cp, x, multipliers))
 
 
 def solve_lifted(cp: CompactProblem) -> tuple[L2Result, float]:
