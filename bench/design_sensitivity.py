@@ -76,9 +76,10 @@ def sensitivity(
     designs for ``weights`` (and, for weight 1, of the whole tree's own solve)."""
     whole = design_problem(config, workload, hierarchy)
     pairs = pairs_of(config)
-    start = np.array([float(config_shares(config).of_rho(lv, q)) for lv, q in pairs])
+    original = config_shares(config)
+    start = original.vector(pairs)
     written = np.array([e.weight for e in workload.entries])
-    before = errors_of(whole, config_shares(config))
+    before = errors_of(whole, original)
 
     def evaluated(name: str, x: np.ndarray, seconds: float) -> Evaluated:
         after = errors_of(whole, exact_shares(pairs, x, Options().denominator))

@@ -124,7 +124,7 @@ def design_budget(
 ) -> Design:
     pairs = pairs_of(config)
     original = config_shares(config)
-    start = np.array([float(original.of_rho(lv, q)) for lv, q in pairs])
+    start = original.vector(pairs)
     weights = np.array([e.weight for e in workload.entries])
     whole = design_problem(config, workload, hierarchy)
     before_sums = _sums(whole, original)
@@ -169,9 +169,7 @@ def design_budget(
 
 
 def _sums(problem: Problem, shares: Shares) -> list:
-    precisions = {
-        (lv, q): problem.rho * float(shares.of_rho(lv, q)) for lv, q in problem.pairs
-    }
+    precisions = dict(zip(problem.pairs, problem.rho * shares.vector(problem.pairs), strict=True))
     return covariance_sums(problem.tree, level_information(problem.tree, precisions))
 
 

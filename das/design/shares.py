@@ -30,6 +30,11 @@ class Shares:
         """The pair's share of the whole rho."""
         return self.levels[level] * self.queries[level][query]
 
+    def vector(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
+        """The solver's x for these shares: each pair's share of rho, as a float, in the
+        order of ``pairs`` (``exact_shares`` goes back)."""
+        return np.array([float(self.of_rho(level, query)) for level, query in pairs])
+
 
 def units(weights: Sequence[float], denominator: int) -> list[int]:
     """Whole units out of ``denominator`` in proportion to ``weights`` (largest remainders),

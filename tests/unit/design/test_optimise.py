@@ -96,7 +96,7 @@ def test_on_the_production_strategy_the_solve_ends_where_a_fresh_start_gains_not
     )
     problem = design_problem(config, workload, from_fanouts(config, "1,2,3,2,3"))
     pairs = pairs_of(config)
-    start = np.array([float(config_shares(config).of_rho(lv, q)) for lv, q in pairs])
+    start = config_shares(config).vector(pairs)
     weights = np.array([e.weight for e in workload.entries])
     first = solve(problem, start, weights, 1.1, start)
     again = solve(problem, first.x, weights, 1.1, start)
